@@ -1,0 +1,1 @@
+//! Environment definitions: manifest, validation, hardware checks, normalization.

@@ -1,0 +1,1 @@
+//! Where a session's processes run: PTY shells, exec, freeze/thaw/kill.

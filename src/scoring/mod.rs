@@ -1,0 +1,1 @@
+//! Running an environment's scorer and checking protected files.
