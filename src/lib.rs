@@ -1,8 +1,14 @@
 //! rebench: timed research-engineering sessions for humans and agents.
 //!
 //! Layers, inner to outer: `environment` → `session` → `store` → `sandbox` →
-//! `scoring` → `server` → `protocol`/`client`. Inner layers never import outer ones.
+//! `scoring` → `server` → `protocol`/`client` → `cli`. Inner layers never
+//! import outer ones (the protocol's plain types are shared by both ends).
 
 pub mod environment;
+pub mod paths;
+pub mod protocol;
 pub mod sandbox;
 pub mod scoring;
+pub mod server;
+pub mod session;
+pub mod store;

@@ -1,0 +1,188 @@
+//! Serde mirror of `environment.toml`.
+//!
+//! Durations, the transform and the aggregate stay strings here so that
+//! validation can report every bad value at once instead of stopping at the
+//! first one serde trips over. Unknown keys are still rejected by serde.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    pub id: String,
+    pub title: String,
+    pub summary: String,
+    #[serde(default = "default_instructions")]
+    pub instructions: String,
+    #[serde(default = "default_workspace")]
+    pub workspace: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_profile: Option<String>,
+    pub budget: Budget,
+    #[serde(default)]
+    pub hardware: Hardware,
+    pub scoring: Scoring,
+    #[serde(default)]
+    pub profiles: BTreeMap<String, Profile>,
+}
+
+fn default_instructions() -> String {
+    "instructions.md".to_string()
+}
+
+fn default_workspace() -> String {
+    "workspace".to_string()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    /// Duration text, e.g. "8h".
+    pub default: String,
+    #[serde(default)]
+    pub presets: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hardware {
+    #[serde(default)]
+    pub gpus: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_model: Option<String>,
+    #[serde(default = "default_cpus")]
+    pub cpus: u32,
+    #[serde(default)]
+    pub memory_gb: f64,
+}
+
+fn default_cpus() -> u32 {
+    1
+}
+
+impl Default for Hardware {
+    fn default() -> Self {
+        Hardware {
+            gpus: 0,
+            gpu_model: None,
+            cpus: default_cpus(),
+            memory_gb: 0.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scoring {
+    /// argv; `{env}` and `{workspace}` are substituted.
+    pub command: Vec<String>,
+    /// Duration text, e.g. "5m".
+    pub timeout: String,
+    pub metric: Metric,
+    /// "identity", "log" or "log-minus:C".
+    #[serde(default = "default_transform")]
+    pub transform: String,
+    pub starting: f64,
+    pub reference: f64,
+    /// "best" or "last".
+    #[serde(default = "default_aggregate")]
+    pub aggregate: String,
+    #[serde(default = "default_visible")]
+    pub visible: bool,
+    /// Workspace-relative paths the participant must not change.
+    #[serde(default)]
+    pub protected: Vec<String>,
+}
+
+fn default_transform() -> String {
+    "identity".to_string()
+}
+
+fn default_aggregate() -> String {
+    "best".to_string()
+}
+
+fn default_visible() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metric {
+    pub name: String,
+    #[serde(default)]
+    pub unit: String,
+}
+
+/// Overrides for one named scoring profile; unset fields fall back to `[scoring]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starting: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Extra environment variables for the scorer.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+id = "x"
+title = "X"
+summary = "An example."
+[budget]
+default = "1h"
+[scoring]
+command = ["true"]
+timeout = "1m"
+metric = { name = "loss" }
+starting = 2
+reference = 1
+"#;
+
+    #[test]
+    fn defaults_fill_optional_fields() {
+        let m: Manifest = toml::from_str(MINIMAL).unwrap();
+        assert_eq!(m.instructions, "instructions.md");
+        assert_eq!(m.workspace, "workspace");
+        assert_eq!(m.default_profile, None);
+        assert_eq!(m.hardware, Hardware::default());
+        assert_eq!(m.scoring.transform, "identity");
+        assert_eq!(m.scoring.aggregate, "best");
+        assert!(m.scoring.visible);
+        assert!(m.scoring.protected.is_empty());
+        assert_eq!(m.scoring.metric.unit, "");
+        assert_eq!(m.scoring.starting, 2.0);
+        assert!(m.profiles.is_empty());
+        assert!(m.budget.presets.is_empty());
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_at_any_depth() {
+        let cases = [
+            (MINIMAL.replace("id = ", "colour = 1\nid = "), "colour"),
+            (
+                MINIMAL.replace("default = \"1h\"", "default = \"1h\"\nmax = 2"),
+                "max",
+            ),
+            (
+                MINIMAL.replace("{ name = \"loss\" }", "{ name = \"loss\", u = 1 }"),
+                "u",
+            ),
+            (format!("{MINIMAL}[profiles.smoke]\nstart = 1.0\n"), "start"),
+            (format!("{MINIMAL}[hardware]\ntpus = 1\n"), "tpus"),
+        ];
+        for (text, key) in cases {
+            let err = toml::from_str::<Manifest>(&text).unwrap_err().to_string();
+            assert!(err.contains(&format!("unknown field `{key}`")), "{err}");
+        }
+    }
+}

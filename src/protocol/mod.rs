@@ -1,0 +1,373 @@
+//! The client protocol: newline-delimited JSON over a Unix socket.
+//!
+//! Every client line is a [`ClientLine`] (`{"id": N, "op": "...", ...}`);
+//! every server line is a [`ServerLine`] tagged by `"type"`: a `response` or
+//! `error` for a request id, or a pushed `event`. The first request of a
+//! connection must be `hello` with the protocol version. See docs/protocol.md.
+
+pub mod views;
+
+use serde::{Deserialize, Serialize};
+
+use crate::session::{Event, Kind, PauseReason};
+pub use views::*;
+
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Longest accepted line (a shell input or exec command never needs more).
+pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientLine {
+    pub id: u64,
+    #[serde(flatten)]
+    pub request: Request,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttachMode {
+    /// Sends input and resizes; one per shell (a new driver takes over).
+    Driver,
+    /// Read-only.
+    Watch,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    Hello {
+        version: u32,
+        client: String,
+        /// A participant token; without one the connection is admin (admin socket only).
+        #[serde(default)]
+        token: Option<String>,
+    },
+    CreateSession(CreateSession),
+    Begin {
+        session: String,
+    },
+    ListSessions,
+    Show {
+        session: String,
+    },
+    Score {
+        session: String,
+    },
+    ScoreLog {
+        session: String,
+    },
+    Pause {
+        session: String,
+        reason: PauseReason,
+        #[serde(default)]
+        note: Option<String>,
+    },
+    Resume {
+        session: String,
+    },
+    Extend {
+        session: String,
+        by_s: u64,
+        reason: String,
+    },
+    Submit {
+        session: String,
+    },
+    End {
+        session: String,
+        #[serde(default)]
+        reason: Option<String>,
+    },
+    Note {
+        session: String,
+        text: String,
+    },
+    Instructions {
+        session: String,
+    },
+    Exec {
+        session: String,
+        command: String,
+        #[serde(default)]
+        timeout_s: Option<f64>,
+        #[serde(default)]
+        cwd: Option<String>,
+    },
+    Usage {
+        session: String,
+        tokens_in: u64,
+        tokens_out: u64,
+        #[serde(default)]
+        cost_usd: f64,
+    },
+    Events {
+        session: String,
+    },
+    ShellOpen {
+        session: String,
+        cols: u16,
+        rows: u16,
+    },
+    ShellList {
+        session: String,
+    },
+    ShellAttach {
+        session: String,
+        shell: u32,
+        mode: AttachMode,
+    },
+    ShellDetach {
+        session: String,
+        shell: u32,
+    },
+    /// Input bytes, base64.
+    ShellInput {
+        session: String,
+        shell: u32,
+        data: String,
+    },
+    ShellResize {
+        session: String,
+        shell: u32,
+        cols: u16,
+        rows: u16,
+    },
+    ShellClose {
+        session: String,
+        shell: u32,
+    },
+    /// Push session events (`session: null` = every session; admin only).
+    Subscribe {
+        #[serde(default)]
+        session: Option<String>,
+    },
+    Shutdown,
+}
+
+impl Request {
+    /// The session a request is about, if any (for participant checks).
+    pub fn session(&self) -> Option<&str> {
+        use Request::*;
+        match self {
+            Begin { session }
+            | Show { session }
+            | Score { session }
+            | ScoreLog { session }
+            | Pause { session, .. }
+            | Resume { session }
+            | Extend { session, .. }
+            | Submit { session }
+            | End { session, .. }
+            | Note { session, .. }
+            | Instructions { session }
+            | Exec { session, .. }
+            | Usage { session, .. }
+            | Events { session }
+            | ShellOpen { session, .. }
+            | ShellList { session }
+            | ShellAttach { session, .. }
+            | ShellDetach { session, .. }
+            | ShellInput { session, .. }
+            | ShellResize { session, .. }
+            | ShellClose { session, .. } => Some(session),
+            Subscribe { session } => session.as_deref(),
+            Hello { .. } | CreateSession(_) | ListSessions | Shutdown => None,
+        }
+    }
+
+    /// Operations a participant token may perform on its own session.
+    pub fn allowed_for_participant(&self) -> bool {
+        use Request::*;
+        matches!(
+            self,
+            Hello { .. }
+                | Show { .. }
+                | Score { .. }
+                | ScoreLog { .. }
+                | Pause { .. }
+                | Resume { .. }
+                | Submit { .. }
+                | Note { .. }
+                | Instructions { .. }
+                | Exec { .. }
+                | Usage { .. }
+                | ShellOpen { .. }
+                | ShellList { .. }
+                | ShellAttach { .. }
+                | ShellDetach { .. }
+                | ShellInput { .. }
+                | ShellResize { .. }
+                | Subscribe { session: Some(_) }
+        )
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSession {
+    /// Absolute path of the environment folder (the client resolves ids).
+    pub env_dir: String,
+    pub participant: String,
+    #[serde(default = "default_kind")]
+    pub kind: Kind,
+    #[serde(default)]
+    pub budget_s: Option<u64>,
+    #[serde(default)]
+    pub profile: Option<String>,
+    #[serde(default)]
+    pub allow_missing_hardware: bool,
+}
+
+fn default_kind() -> Kind {
+    Kind::Human
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    BadRequest,
+    VersionMismatch,
+    NotAuthenticated,
+    Forbidden,
+    NotFound,
+    InvalidState,
+    Busy,
+    Refused,
+    Internal,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerLine {
+    Response {
+        id: u64,
+        result: serde_json::Value,
+    },
+    Error {
+        id: Option<u64>,
+        code: ErrorCode,
+        message: String,
+    },
+    Event {
+        event: Push,
+    },
+}
+
+/// Pushed to clients that attached a shell or subscribed to sessions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Push {
+    SessionEvent {
+        session: String,
+        event: Event,
+    },
+    /// Shell output bytes, base64.
+    ShellOutput {
+        session: String,
+        shell: u32,
+        data: String,
+    },
+    ShellExited {
+        session: String,
+        shell: u32,
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+    /// This client no longer drives the shell (another driver took over).
+    ShellDetached {
+        session: String,
+        shell: u32,
+        reason: String,
+    },
+}
+
+/// Parses one client line, with an error message that says what is wrong.
+pub fn parse_client_line(line: &str) -> Result<ClientLine, (Option<u64>, String)> {
+    match serde_json::from_str::<ClientLine>(line) {
+        Ok(l) => Ok(l),
+        Err(e) => {
+            // Recover the id, if there is one, so the error can be matched to its request.
+            let id = serde_json::from_str::<serde_json::Value>(line)
+                .ok()
+                .and_then(|v| v.get("id").and_then(|i| i.as_u64()));
+            let what = if id.is_none() && serde_json::from_str::<serde_json::Value>(line).is_err() {
+                format!("malformed JSON: {e}")
+            } else {
+                format!("invalid request: {e}")
+            };
+            Err((id, what))
+        }
+    }
+}
+
+pub fn b64_encode(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+pub fn b64_decode(text: &str) -> Result<Vec<u8>, String> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|e| format!("bad base64 data: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_with_op_tags() {
+        let line = r#"{"id":7,"op":"pause","session":"abc","reason":"break"}"#;
+        let parsed = parse_client_line(line).unwrap();
+        assert_eq!(parsed.id, 7);
+        assert_eq!(
+            parsed.request,
+            Request::Pause {
+                session: "abc".into(),
+                reason: PauseReason::Break,
+                note: None
+            }
+        );
+        let back = serde_json::to_string(&parsed).unwrap();
+        assert_eq!(parse_client_line(&back).unwrap(), parsed);
+    }
+
+    #[test]
+    fn bad_lines_say_what_is_wrong() {
+        let (id, msg) = parse_client_line("{not json").unwrap_err();
+        assert_eq!(id, None);
+        assert!(msg.starts_with("malformed JSON"), "{msg}");
+        let (id, msg) = parse_client_line(r#"{"id":3,"op":"fly"}"#).unwrap_err();
+        assert_eq!(id, Some(3));
+        assert!(msg.contains("fly"), "{msg}");
+        let (_, msg) =
+            parse_client_line(r#"{"id":4,"op":"pause","session":"a","reason":"nap"}"#).unwrap_err();
+        assert!(msg.contains("nap"), "{msg}");
+    }
+
+    #[test]
+    fn participants_cannot_reach_admin_operations() {
+        let extend = Request::Extend {
+            session: "a".into(),
+            by_s: 60,
+            reason: "x".into(),
+        };
+        assert!(!extend.allowed_for_participant());
+        assert!(!Request::ListSessions.allowed_for_participant());
+        assert!(
+            !Request::End {
+                session: "a".into(),
+                reason: None
+            }
+            .allowed_for_participant()
+        );
+        assert!(!Request::Subscribe { session: None }.allowed_for_participant());
+        assert!(
+            Request::Score {
+                session: "a".into()
+            }
+            .allowed_for_participant()
+        );
+    }
+}

@@ -1,0 +1,260 @@
+//! What `show`, `sessions` and `score` return: typed views of a session,
+//! built for an audience (participants never see hidden values or details).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::environment::normalize::aggregate;
+use crate::session::state::ScoreRecord;
+use crate::session::{SessionMeta, SessionState};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    /// Proctors, admins and the CLI on the admin socket: everything.
+    Admin,
+    /// The session's own participant: no details, no scorer output, and no values when hidden.
+    Participant,
+}
+
+const HIDDEN_MESSAGE: &str = "score recorded (hidden)";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScoreView {
+    pub seq: u64,
+    pub at: DateTime<Utc>,
+    pub active_s: f64,
+    pub phase: String,
+    pub raw: Option<f64>,
+    pub normalized: Option<f64>,
+    pub valid: Option<bool>,
+    pub message: String,
+    #[serde(default)]
+    pub hidden: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    pub duration_ms: u64,
+}
+
+impl ScoreView {
+    pub fn build(record: &ScoreRecord, visible: bool, audience: Audience) -> ScoreView {
+        let e = &record.entry;
+        let admin = audience == Audience::Admin;
+        let show_values = visible || admin;
+        ScoreView {
+            seq: record.seq,
+            at: record.at,
+            active_s: record.active_ms as f64 / 1000.0,
+            phase: serde_json::to_value(e.phase)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default(),
+            raw: if show_values { e.raw } else { None },
+            normalized: if show_values { e.normalized } else { None },
+            valid: if show_values { Some(e.valid) } else { None },
+            message: if show_values {
+                e.message.clone()
+            } else {
+                HIDDEN_MESSAGE.to_string()
+            },
+            hidden: !visible,
+            details: admin.then(|| e.details.clone()),
+            output: admin.then(|| e.output.clone()),
+            duration_ms: e.duration_ms,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PauseView {
+    pub reason: String,
+    pub by: String,
+    pub note: Option<String>,
+    pub start: DateTime<Utc>,
+    pub end: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExtensionView {
+    pub at: DateTime<Utc>,
+    pub by_s: f64,
+    pub reason: String,
+    pub by: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NoteView {
+    pub at: DateTime<Utc>,
+    pub active_s: f64,
+    pub text: String,
+    pub by: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FinalScore {
+    pub raw: f64,
+    pub normalized: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionView {
+    pub id: String,
+    pub environment: String,
+    pub title: String,
+    pub profile: Option<String>,
+    pub participant: String,
+    pub kind: String,
+    pub state: String,
+    pub pause_reason: Option<String>,
+    pub end_reason: Option<String>,
+    pub workspace: String,
+    pub budget_s: f64,
+    pub active_s: f64,
+    pub remaining_s: f64,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub metric: String,
+    pub unit: String,
+    pub visible: bool,
+    pub aggregate: String,
+    pub allow_missing_hardware: bool,
+    pub hardware_missing: Vec<String>,
+    pub pauses: Vec<PauseView>,
+    pub extensions: Vec<ExtensionView>,
+    pub notes: Vec<NoteView>,
+    pub score_count: usize,
+    /// Omitted in `sessions` listings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scores: Option<Vec<ScoreView>>,
+    #[serde(rename = "final")]
+    pub final_score: Option<FinalScore>,
+}
+
+impl SessionView {
+    pub fn build(
+        meta: &SessionMeta,
+        state: &SessionState,
+        active_ms: u64,
+        audience: Audience,
+        with_scores: bool,
+    ) -> SessionView {
+        let visible = meta.scoring.visible;
+        let show_values = visible || audience == Audience::Admin;
+        let final_score = show_values
+            .then(|| aggregate(meta.scoring.aggregate, &state.valid_scores()))
+            .flatten()
+            .map(|(raw, normalized)| FinalScore { raw, normalized });
+        SessionView {
+            id: meta.id.clone(),
+            environment: meta.env_id.clone(),
+            title: meta.env_title.clone(),
+            profile: meta.profile.clone(),
+            participant: meta.participant.clone(),
+            kind: meta.kind.as_str().to_string(),
+            state: state.phase().as_str().to_string(),
+            pause_reason: state
+                .open_pause()
+                .filter(|_| state.started_at.is_some())
+                .map(|p| p.reason.to_string()),
+            end_reason: state.end_reason.map(|r| r.to_string()),
+            workspace: meta.workspace.display().to_string(),
+            budget_s: state.budget_ms as f64 / 1000.0,
+            active_s: active_ms as f64 / 1000.0,
+            remaining_s: state.remaining_ms(active_ms) as f64 / 1000.0,
+            created_at: meta.created_at,
+            started_at: state.started_at,
+            ended_at: state.ended_at,
+            metric: meta.scoring.metric_name.clone(),
+            unit: meta.scoring.metric_unit.clone(),
+            visible,
+            aggregate: format!("{:?}", meta.scoring.aggregate).to_lowercase(),
+            allow_missing_hardware: meta.allow_missing_hardware,
+            hardware_missing: meta.hardware_missing.clone(),
+            pauses: state
+                .pauses
+                .iter()
+                .map(|p| PauseView {
+                    reason: p.reason.to_string(),
+                    by: p.by.clone(),
+                    note: p.note.clone(),
+                    start: p.start,
+                    end: p.end,
+                })
+                .collect(),
+            extensions: state
+                .extensions
+                .iter()
+                .map(|e| ExtensionView {
+                    at: e.at,
+                    by_s: e.by_ms as f64 / 1000.0,
+                    reason: e.reason.clone(),
+                    by: e.by.clone(),
+                })
+                .collect(),
+            notes: state
+                .notes
+                .iter()
+                .map(|n| NoteView {
+                    at: n.at,
+                    active_s: n.active_ms as f64 / 1000.0,
+                    text: n.text.clone(),
+                    by: n.by.clone(),
+                })
+                .collect(),
+            score_count: state.scores.len(),
+            scores: with_scores.then(|| {
+                state
+                    .scores
+                    .iter()
+                    .map(|s| ScoreView::build(s, visible, audience))
+                    .collect()
+            }),
+            final_score,
+        }
+    }
+}
+
+/// Reply to `shell_open` / an item of `shell_list`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShellInfo {
+    pub shell: u32,
+    pub cols: u16,
+    pub rows: u16,
+    pub alive: bool,
+    pub has_driver: bool,
+}
+
+/// Reply to `shell_attach`: the current screen, so the client can draw it at once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttachReply {
+    pub shell: u32,
+    pub cols: u16,
+    pub rows: u16,
+    /// Escape sequences that redraw the current screen (base64).
+    pub screen: String,
+    pub alive: bool,
+}
+
+/// Reply to `exec`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecReply {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub timed_out: bool,
+    pub duration_ms: u64,
+}
+
+/// Reply to `hello`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HelloReply {
+    pub version: u32,
+    pub server: String,
+    pub role: String,
+    pub session: Option<String>,
+}

@@ -1,0 +1,223 @@
+//! Running an agent's command: `bash -c`, bounded output, a timeout that
+//! kills the whole process group.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, Command};
+use tokio::sync::watch;
+
+use super::capture::{BoundedBuffer, capture};
+use super::sys::signal_group;
+
+/// How long readers may keep draining after the main process exited and its
+/// group was killed. Only an escaped (setsid) grandchild holding the pipes
+/// makes us wait this long; those are left to `procs::kill_all`.
+const DRAIN_GRACE: Duration = Duration::from_millis(200);
+
+/// An agent's command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecSpec {
+    /// Run as `bash -c command` (`sh -c` when bash is missing).
+    pub command: String,
+    pub cwd: PathBuf,
+    /// Added on top of the inherited environment.
+    pub env: Vec<(String, String)>,
+    pub timeout: Duration,
+    /// Bytes kept from each of stdout and stderr.
+    pub output_limit: usize,
+    /// Fed to the command's stdin, which is then closed; `None` means /dev/null.
+    pub stdin: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct ExecResult {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub timed_out: bool,
+    pub duration_ms: u64,
+}
+
+/// Runs the command to completion (or timeout). Err only if it could not spawn.
+pub async fn exec(spec: &ExecSpec) -> anyhow::Result<ExecResult> {
+    let started = Instant::now();
+    let mut child = spawn_shell(spec)?;
+    // process_group(0) made the child its own group leader: pgid == pid.
+    let group = GroupKiller::new(child.id());
+
+    let (stop_tx, stop_rx) = watch::channel(None);
+    let stdout_task = child
+        .stdout
+        .take()
+        .map(|pipe| tokio::spawn(capture(pipe, spec.output_limit, stop_rx.clone())));
+    let stderr_task = child
+        .stderr
+        .take()
+        .map(|pipe| tokio::spawn(capture(pipe, spec.output_limit, stop_rx.clone())));
+    let stdin_task = match (child.stdin.take(), spec.stdin.clone()) {
+        (Some(mut pipe), Some(input)) => Some(tokio::spawn(async move {
+            // A command that exits without reading its input is not an error.
+            let _ = pipe.write_all(&input).await;
+            let _ = pipe.shutdown().await;
+        })),
+        _ => None,
+    };
+
+    let (status, timed_out) = wait_or_kill(&mut child, &group, spec.timeout).await;
+    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+
+    // Stray children (`cmd &`) would hold the pipes open forever.
+    group.kill_and_disarm();
+    stop_tx.send_replace(Some(tokio::time::Instant::now() + DRAIN_GRACE));
+    let stdout = join_capture(stdout_task, spec.output_limit).await;
+    let stderr = join_capture(stderr_task, spec.output_limit).await;
+    if let Some(task) = stdin_task {
+        task.abort();
+    }
+
+    let (stdout, stdout_truncated) = stdout.into_lossy_string();
+    let (stderr, stderr_truncated) = stderr.into_lossy_string();
+    let (exit_code, signal) = match status {
+        Some(status) => (status.code(), status.signal()),
+        None => (None, None),
+    };
+    Ok(ExecResult {
+        exit_code,
+        signal,
+        stdout,
+        stderr,
+        stdout_truncated,
+        stderr_truncated,
+        timed_out,
+        duration_ms,
+    })
+}
+
+fn spawn_shell(spec: &ExecSpec) -> anyhow::Result<Child> {
+    match build_command("bash", spec).spawn() {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound && spec.cwd.is_dir() => {
+            build_command("sh", spec)
+                .spawn()
+                .with_context(|| format!("spawning `sh -c` in {}", spec.cwd.display()))
+        }
+        spawned => spawned.with_context(|| format!("spawning `bash -c` in {}", spec.cwd.display())),
+    }
+}
+
+fn build_command(shell: &str, spec: &ExecSpec) -> Command {
+    let mut command = Command::new(shell);
+    command
+        .arg("-c")
+        .arg(&spec.command)
+        .current_dir(&spec.cwd)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        // If our future is dropped mid-run, tokio kills and reaps the leader;
+        // GroupKiller's Drop takes care of the rest of the group.
+        .kill_on_drop(true);
+    command
+}
+
+/// Waits for the main process; on timeout kills its group and reaps it.
+/// Returns the exit status (None if waiting failed) and whether it timed out.
+async fn wait_or_kill(
+    child: &mut Child,
+    group: &GroupKiller,
+    timeout: Duration,
+) -> (Option<ExitStatus>, bool) {
+    match tokio::time::timeout(timeout, child.wait()).await {
+        Ok(status) => (status.ok(), false),
+        Err(_elapsed) => {
+            group.kill();
+            (child.wait().await.ok(), true)
+        }
+    }
+}
+
+async fn join_capture(
+    task: Option<tokio::task::JoinHandle<BoundedBuffer>>,
+    limit: usize,
+) -> BoundedBuffer {
+    match task {
+        Some(task) => task.await.unwrap_or_else(|_| BoundedBuffer::new(limit)),
+        None => BoundedBuffer::new(limit),
+    }
+}
+
+/// SIGKILLs the command's process group, and does so on drop too, so a
+/// cancelled exec leaves nothing running.
+struct GroupKiller {
+    pgid: Option<i32>,
+    /// Cleared after the last deliberate kill: once the group is empty its id
+    /// may be reused, so Drop must not signal it again.
+    armed: AtomicBool,
+}
+
+impl GroupKiller {
+    fn new(pid: Option<u32>) -> Self {
+        GroupKiller {
+            pgid: pid.and_then(|pid| i32::try_from(pid).ok()),
+            armed: AtomicBool::new(true),
+        }
+    }
+
+    fn kill(&self) {
+        if !self.armed.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Some(pgid) = self.pgid {
+            // ESRCH (group already empty) is the common, fine case.
+            signal_group(pgid, libc::SIGKILL);
+        }
+    }
+}
+
+impl GroupKiller {
+    fn kill_and_disarm(&self) {
+        self.kill();
+        self.armed.store(false, Ordering::Relaxed);
+    }
+}
+
+impl Drop for GroupKiller {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send<T: Send>(_: &T) {}
+
+    #[test]
+    fn exec_future_can_be_spawned() {
+        let spec = ExecSpec {
+            command: "true".into(),
+            cwd: PathBuf::from("/"),
+            env: Vec::new(),
+            timeout: Duration::from_secs(1),
+            output_limit: 1,
+            stdin: None,
+        };
+        // The server runs exec on tokio::spawn, which needs a Send future.
+        assert_send(&exec(&spec));
+    }
+}

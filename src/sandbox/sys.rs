@@ -1,0 +1,133 @@
+//! Tiny safe wrappers around the libc calls the sandbox needs.
+//!
+//! Every wrapper refuses pids <= 0: `kill(0, ..)` would signal our own process
+//! group and `kill(-1, ..)` every process we may signal, which would take the
+//! server down with the session.
+
+/// Sends `signal` to one process. Returns true when the kernel accepted it.
+pub(crate) fn signal_process(pid: i32, signal: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill() has no memory-safety preconditions; pid > 0 targets exactly one process.
+    unsafe { libc::kill(pid, signal) == 0 }
+}
+
+/// Sends `signal` to every member of process group `pgid`. Returns true when accepted.
+pub(crate) fn signal_group(pgid: i32, signal: i32) -> bool {
+    if pgid <= 1 || pgid == own_process_group() {
+        return false;
+    }
+    // SAFETY: killpg() has no memory-safety preconditions; pgid > 1 and is not our own group.
+    unsafe { libc::killpg(pgid, signal) == 0 }
+}
+
+/// Our own process group, so we never signal it by accident.
+pub(crate) fn own_process_group() -> i32 {
+    // SAFETY: getpgrp() cannot fail and touches no memory.
+    unsafe { libc::getpgrp() }
+}
+
+/// How a reaped child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WaitStatus {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+/// The result of asking whether a child has exited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reap {
+    Running,
+    Exited(WaitStatus),
+    /// Not our child (any more): someone else reaped it.
+    NotOurs,
+}
+
+/// Reaps `pid` if it has exited, without blocking.
+pub(crate) fn reap_nohang(pid: i32) -> Reap {
+    waitpid(pid, libc::WNOHANG)
+}
+
+/// Reaps `pid`, blocking until it exits.
+pub(crate) fn reap_blocking(pid: i32) -> Reap {
+    waitpid(pid, 0)
+}
+
+fn waitpid(pid: i32, flags: i32) -> Reap {
+    if pid <= 0 {
+        return Reap::NotOurs;
+    }
+    loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: `status` is a valid, writable c_int for the duration of the call;
+        // pid > 0 waits for exactly that child.
+        let rc = unsafe { libc::waitpid(pid, &mut status, flags) };
+        if rc == 0 {
+            return Reap::Running;
+        }
+        if rc == pid {
+            return Reap::Exited(decode_status(status));
+        }
+        if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        return Reap::NotOurs;
+    }
+}
+
+fn decode_status(status: libc::c_int) -> WaitStatus {
+    if libc::WIFEXITED(status) {
+        WaitStatus {
+            code: Some(libc::WEXITSTATUS(status)),
+            signal: None,
+        }
+    } else if libc::WIFSIGNALED(status) {
+        WaitStatus {
+            code: None,
+            signal: Some(libc::WTERMSIG(status)),
+        }
+    } else {
+        WaitStatus {
+            code: None,
+            signal: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_dangerous_pids() {
+        assert!(!signal_process(0, 0));
+        assert!(!signal_process(-1, 0));
+        assert!(!signal_group(0, 0));
+        assert!(!signal_group(1, 0));
+        assert!(!signal_group(own_process_group(), 0));
+    }
+
+    #[test]
+    fn signal_zero_probes_our_own_process() {
+        assert!(signal_process(std::process::id() as i32, 0));
+    }
+
+    #[test]
+    #[allow(clippy::zombie_processes, reason = "reap_blocking does the wait")]
+    fn reaps_an_exited_child() {
+        let child = std::process::Command::new("sh")
+            .args(["-c", "exit 3"])
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        assert_eq!(
+            reap_blocking(pid),
+            Reap::Exited(WaitStatus {
+                code: Some(3),
+                signal: None
+            })
+        );
+        assert_eq!(reap_nohang(pid), Reap::NotOurs);
+    }
+}

@@ -1,0 +1,639 @@
+//! One client connection: the handshake, line framing, and dispatch of
+//! requests to the hub. A bad line gets an error reply; it never affects
+//! other connections.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::sync::mpsc;
+
+use crate::protocol::{
+    Audience, ClientLine, ErrorCode, HelloReply, MAX_LINE_BYTES, PROTOCOL_VERSION, Push, Request,
+    ServerLine, b64_decode, parse_client_line,
+};
+use crate::sandbox::pty::ShellSpec;
+use crate::session::{Event, EventKind};
+
+use super::host::{OpError, OpResult};
+use super::hub::{Actor, Hub};
+use super::shells::{ShellHost, Subscriber};
+
+/// Which socket a connection came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Door {
+    Admin,
+    Participant,
+}
+
+#[derive(Debug, Clone)]
+enum Role {
+    Admin,
+    Participant { session: String },
+}
+
+static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
+
+struct Conn {
+    id: u64,
+    hub: Arc<Hub>,
+    tx: mpsc::Sender<ServerLine>,
+    role: Option<Role>,
+    actor: Actor,
+}
+
+pub async fn serve_connection(hub: Arc<Hub>, stream: UnixStream, door: Door) {
+    let (read_half, mut write_half) = stream.into_split();
+    let (tx, mut rx) = mpsc::channel::<ServerLine>(1024);
+    let writer = tokio::spawn(async move {
+        while let Some(line) = rx.recv().await {
+            let mut bytes = match serde_json::to_vec(&line) {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::error!("reply not serializable: {e}");
+                    continue;
+                }
+            };
+            bytes.push(b'\n');
+            if write_half.write_all(&bytes).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut conn = Conn {
+        id: NEXT_CONN.fetch_add(1, Ordering::Relaxed),
+        hub: hub.clone(),
+        tx: tx.clone(),
+        role: None,
+        actor: Actor {
+            name: "unknown".into(),
+            audience: Audience::Participant,
+        },
+    };
+    let mut reader = BufReader::new(read_half);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match read_bounded_line(&mut reader, &mut buf).await {
+            Ok(LineRead::Eof) => break,
+            Ok(LineRead::TooLong) => {
+                conn.send_error(
+                    None,
+                    ErrorCode::BadRequest,
+                    format!("line longer than {MAX_LINE_BYTES} bytes"),
+                );
+                continue;
+            }
+            Ok(LineRead::Line) => {}
+            Err(_) => break,
+        }
+        let Ok(text) = std::str::from_utf8(&buf) else {
+            conn.send_error(
+                None,
+                ErrorCode::BadRequest,
+                "line is not valid UTF-8".into(),
+            );
+            continue;
+        };
+        let text = text.trim();
+        if text.is_empty() {
+            continue;
+        }
+        match parse_client_line(text) {
+            Ok(line) => {
+                if !conn.handle(line, door).await {
+                    break;
+                }
+            }
+            Err((id, message)) => conn.send_error(id, ErrorCode::BadRequest, message),
+        }
+    }
+    conn.cleanup();
+    drop(conn);
+    drop(tx);
+    let _ = writer.await;
+}
+
+enum LineRead {
+    Line,
+    TooLong,
+    Eof,
+}
+
+/// Reads one line of at most MAX_LINE_BYTES; a longer one is skipped whole.
+async fn read_bounded_line<R: tokio::io::AsyncBufRead + Unpin>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<LineRead> {
+    let mut too_long = false;
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(if buf.is_empty() && !too_long {
+                LineRead::Eof
+            } else if too_long {
+                LineRead::TooLong
+            } else {
+                LineRead::Line
+            });
+        }
+        let (chunk, done) = match available.iter().position(|&b| b == b'\n') {
+            Some(i) => (&available[..i], Some(i + 1)),
+            None => (available, None),
+        };
+        if !too_long {
+            if buf.len() + chunk.len() > MAX_LINE_BYTES {
+                too_long = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(chunk);
+            }
+        }
+        let consumed = done.unwrap_or(available.len());
+        reader.consume(consumed);
+        if done.is_some() {
+            return Ok(if too_long {
+                LineRead::TooLong
+            } else {
+                LineRead::Line
+            });
+        }
+    }
+}
+
+impl Conn {
+    fn send(&self, line: ServerLine) {
+        // A client that stopped reading is not waited for.
+        let _ = self.tx.try_send(line);
+    }
+
+    fn send_error(&self, id: Option<u64>, code: ErrorCode, message: String) {
+        self.send(ServerLine::Error { id, code, message });
+    }
+
+    fn reply<T: Serialize>(tx: &mpsc::Sender<ServerLine>, id: u64, result: OpResult<T>) {
+        let line = match result.and_then(|v| serde_json::to_value(v).map_err(OpError::internal)) {
+            Ok(result) => ServerLine::Response { id, result },
+            Err(e) => ServerLine::Error {
+                id: Some(id),
+                code: e.code,
+                message: e.message,
+            },
+        };
+        let _ = tx.try_send(line);
+    }
+
+    /// Handles one request; false closes the connection.
+    async fn handle(&mut self, line: ClientLine, door: Door) -> bool {
+        let ClientLine { id, request } = line;
+        if let Request::Hello {
+            version,
+            client,
+            token,
+        } = &request
+        {
+            return self.hello(id, *version, client, token.as_deref(), door);
+        }
+        let Some(role) = self.role.clone() else {
+            self.send_error(
+                Some(id),
+                ErrorCode::NotAuthenticated,
+                "the first request must be hello".into(),
+            );
+            return true;
+        };
+        if let Role::Participant { session } = &role {
+            if !request.allowed_for_participant() {
+                self.send_error(
+                    Some(id),
+                    ErrorCode::Forbidden,
+                    "a participant token cannot do that".into(),
+                );
+                return true;
+            }
+            if request.session() != Some(session.as_str()) {
+                self.send_error(
+                    Some(id),
+                    ErrorCode::Forbidden,
+                    "a participant token reaches only its own session".into(),
+                );
+                return true;
+            }
+        }
+        self.dispatch(id, request).await;
+        true
+    }
+
+    fn hello(
+        &mut self,
+        id: u64,
+        version: u32,
+        client: &str,
+        token: Option<&str>,
+        door: Door,
+    ) -> bool {
+        if version != PROTOCOL_VERSION {
+            self.send_error(
+                Some(id),
+                ErrorCode::VersionMismatch,
+                format!("protocol version {version} is not supported; this server speaks {PROTOCOL_VERSION} (rebench {})", env!("CARGO_PKG_VERSION")),
+            );
+            return false;
+        }
+        let role = match (token, door) {
+            (Some(token), _) => match self.hub.session_for_token(token) {
+                Some(session) => Role::Participant { session },
+                None => {
+                    self.send_error(
+                        Some(id),
+                        ErrorCode::NotAuthenticated,
+                        "unknown session token".into(),
+                    );
+                    return false;
+                }
+            },
+            (None, Door::Admin) => Role::Admin,
+            (None, Door::Participant) => {
+                self.send_error(
+                    Some(id),
+                    ErrorCode::NotAuthenticated,
+                    "this socket needs a session token".into(),
+                );
+                return false;
+            }
+        };
+        self.actor = match &role {
+            Role::Admin => Actor {
+                name: sanitize_name(client),
+                audience: Audience::Admin,
+            },
+            Role::Participant { session } => {
+                let name = self
+                    .hub
+                    .host(session)
+                    .map(|h| h.meta.participant.clone())
+                    .unwrap_or_default();
+                Actor {
+                    name,
+                    audience: Audience::Participant,
+                }
+            }
+        };
+        let reply = HelloReply {
+            version: PROTOCOL_VERSION,
+            server: format!("rebench {}", env!("CARGO_PKG_VERSION")),
+            role: match role {
+                Role::Admin => "admin".into(),
+                Role::Participant { .. } => "participant".into(),
+            },
+            session: match &role {
+                Role::Participant { session } => Some(session.clone()),
+                Role::Admin => None,
+            },
+        };
+        self.role = Some(role);
+        Self::reply(&self.tx, id, Ok(reply));
+        true
+    }
+
+    async fn dispatch(&mut self, id: u64, request: Request) {
+        let hub = self.hub.clone();
+        let actor = self.actor.clone();
+        let tx = self.tx.clone();
+        match request {
+            // Shell traffic is handled in order, inline: it must not be reordered.
+            Request::ShellInput {
+                session,
+                shell,
+                data,
+            } => {
+                let result = self.shell_for(&session, shell).and_then(|s| {
+                    if !s.is_driver(self.id) {
+                        return Err(OpError::new(
+                            ErrorCode::Forbidden,
+                            "attach as driver to send input",
+                        ));
+                    }
+                    let bytes =
+                        b64_decode(&data).map_err(|e| OpError::new(ErrorCode::BadRequest, e))?;
+                    self.require_running(&session)?;
+                    s.input(bytes).map_err(OpError::state)
+                });
+                Self::reply(&tx, id, result.map(|_| serde_json::json!({})));
+            }
+            Request::ShellResize {
+                session,
+                shell,
+                cols,
+                rows,
+            } => {
+                let result = self.shell_for(&session, shell).and_then(|s| {
+                    if !s.is_driver(self.id) {
+                        return Err(OpError::new(
+                            ErrorCode::Forbidden,
+                            "attach as driver to resize",
+                        ));
+                    }
+                    s.resize(cols, rows)
+                        .map_err(|e| OpError::new(ErrorCode::BadRequest, e))
+                });
+                Self::reply(&tx, id, result.map(|_| serde_json::json!({})));
+            }
+            Request::ShellAttach {
+                session,
+                shell,
+                mode,
+            } => {
+                let sub = Subscriber {
+                    conn: self.id,
+                    tx: tx.clone(),
+                };
+                let result = self.shell_for(&session, shell).map(|s| s.attach(sub, mode));
+                Self::reply(&tx, id, result);
+            }
+            Request::ShellDetach { session, shell } => {
+                let result = self.shell_for(&session, shell).map(|s| {
+                    s.detach(self.id);
+                    serde_json::json!({})
+                });
+                Self::reply(&tx, id, result);
+            }
+            Request::Subscribe { session } => {
+                let result = self.subscribe(session);
+                Self::reply(&tx, id, result.map(|_| serde_json::json!({})));
+            }
+            Request::Shutdown => {
+                Self::reply(&tx, id, Ok(serde_json::json!({"stopping": true})));
+                hub.shutdown.notify_one();
+            }
+            other => {
+                // Everything else may take a while (scoring, exec): run it beside the connection.
+                tokio::spawn(async move {
+                    let result = run_request(&hub, other, &actor).await;
+                    Self::reply(&tx, id, result);
+                });
+            }
+        }
+    }
+
+    fn shell_for(&self, session: &str, shell: u32) -> OpResult<Arc<ShellHost>> {
+        self.hub.host(session)?.shell(shell)
+    }
+
+    fn require_running(&self, session: &str) -> OpResult<()> {
+        let host = self.hub.host(session)?;
+        if host.clock_runs() {
+            Ok(())
+        } else {
+            Err(OpError::state(
+                "the session is not running (paused, ended or not started); input is not accepted",
+            ))
+        }
+    }
+
+    fn subscribe(&self, session: Option<String>) -> OpResult<()> {
+        if let Some(s) = &session {
+            self.hub.host(s)?;
+        }
+        let mut events = self.hub.events.subscribe();
+        let tx = self.tx.clone();
+        let audience = self.actor.audience;
+        let hub = self.hub.clone();
+        tokio::spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok((id, event)) => {
+                        if session.as_ref().is_some_and(|s| *s != id) {
+                            continue;
+                        }
+                        let visible = hub
+                            .host(&id)
+                            .map(|h| h.meta.scoring.visible)
+                            .unwrap_or(false);
+                        let event = redact(event, audience, visible);
+                        let line = ServerLine::Event {
+                            event: Push::SessionEvent { session: id, event },
+                        };
+                        if tx.send(line).await.is_err() {
+                            break;
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(_) => break,
+                }
+            }
+        });
+        Ok(())
+    }
+
+    fn cleanup(&self) {
+        for host in self.hub.all_hosts() {
+            for shell in host.shells_guard().values() {
+                shell.detach(self.id);
+            }
+        }
+    }
+}
+
+/// What a participant may see of an event.
+fn redact(mut event: Event, audience: Audience, visible: bool) -> Event {
+    if audience == Audience::Admin {
+        return event;
+    }
+    if let EventKind::Scored { entry } = &mut event.kind {
+        entry.details = serde_json::Value::Null;
+        entry.output.clear();
+        if !visible {
+            entry.raw = None;
+            entry.normalized = None;
+            entry.valid = false;
+            entry.scorer_message = serde_json::Value::Null;
+            entry.message = "score recorded (hidden)".into();
+        }
+    }
+    event
+}
+
+fn sanitize_name(client: &str) -> String {
+    let name: String = client
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(100)
+        .collect();
+    if name.is_empty() {
+        "admin".into()
+    } else {
+        name
+    }
+}
+
+async fn run_request(
+    hub: &Arc<Hub>,
+    request: Request,
+    actor: &Actor,
+) -> OpResult<serde_json::Value> {
+    fn json<T: Serialize>(v: T) -> OpResult<serde_json::Value> {
+        serde_json::to_value(v).map_err(OpError::internal)
+    }
+    match request {
+        Request::CreateSession(req) => json(hub.create(req, actor).await?),
+        Request::Begin { session } => json(hub.begin(&session, actor).await?),
+        Request::ListSessions => {
+            let mut views = Vec::new();
+            for host in hub.all_hosts() {
+                views.push(host.view(actor.audience, false).await);
+            }
+            json(views)
+        }
+        Request::Show { session } => json(hub.host(&session)?.view(actor.audience, true).await),
+        Request::ScoreLog { session } => {
+            json(hub.host(&session)?.view(actor.audience, true).await.scores)
+        }
+        Request::Score { session } => json(hub.score(&session, actor).await?),
+        Request::Pause {
+            session,
+            reason,
+            note,
+        } => json(hub.pause(&session, reason, note, actor).await?),
+        Request::Resume { session } => json(hub.resume(&session, actor).await?),
+        Request::Extend {
+            session,
+            by_s,
+            reason,
+        } => json(hub.extend(&session, by_s, reason, actor).await?),
+        Request::Submit { session } => json(hub.submit(&session, actor).await?),
+        Request::End { session, reason } => json(hub.end(&session, reason, actor).await?),
+        Request::Note { session, text } => json(hub.note(&session, text, actor).await?),
+        Request::Instructions { session } => {
+            let host = hub.host(&session)?;
+            let env = host.environment()?;
+            let path = env.instructions_path();
+            let text = tokio::fs::read_to_string(&path)
+                .await
+                .map_err(|e| OpError::internal(format!("cannot read {}: {e}", path.display())))?;
+            json(serde_json::json!({"title": host.meta.env_title, "instructions": text}))
+        }
+        Request::Exec {
+            session,
+            command,
+            timeout_s,
+            cwd,
+        } => json(hub.exec(&session, command, timeout_s, cwd, actor).await?),
+        Request::Usage {
+            session,
+            tokens_in,
+            tokens_out,
+            cost_usd,
+        } => {
+            hub.usage(&session, tokens_in, tokens_out, cost_usd, actor)
+                .await?;
+            json(serde_json::json!({}))
+        }
+        Request::Events { session } => {
+            let host = hub.host(&session)?;
+            let events = hub.store.events(&session).map_err(OpError::internal)?;
+            let visible = host.meta.scoring.visible;
+            json(
+                events
+                    .into_iter()
+                    .map(|e| redact(e, actor.audience, visible))
+                    .collect::<Vec<_>>(),
+            )
+        }
+        Request::ShellOpen {
+            session,
+            cols,
+            rows,
+        } => json(open_shell(hub, &session, cols, rows).await?),
+        Request::ShellList { session } => {
+            let host = hub.host(&session)?;
+            let infos: Vec<_> = host.shells_guard().values().map(|s| s.info()).collect();
+            json(infos)
+        }
+        Request::ShellClose { session, shell } => {
+            let host = hub.host(&session)?;
+            host.shell(shell)?.kill();
+            json(serde_json::json!({}))
+        }
+        Request::Hello { .. }
+        | Request::ShellInput { .. }
+        | Request::ShellResize { .. }
+        | Request::ShellAttach { .. }
+        | Request::ShellDetach { .. }
+        | Request::Subscribe { .. }
+        | Request::Shutdown => Err(OpError::internal("handled by the connection")),
+    }
+}
+
+async fn open_shell(
+    hub: &Arc<Hub>,
+    session: &str,
+    cols: u16,
+    rows: u16,
+) -> OpResult<crate::protocol::ShellInfo> {
+    let host = hub.host(session)?;
+    if cols == 0 || rows == 0 || cols > 1000 || rows > 1000 {
+        return Err(OpError::new(
+            ErrorCode::BadRequest,
+            format!("bad terminal size {cols}x{rows}"),
+        ));
+    }
+    {
+        let live = host.live.lock().await;
+        if live.state.phase() == crate::session::Phase::Ended {
+            return Err(OpError::state(format!("session {session} has ended")));
+        }
+    }
+    let (program, args) = shell_command(&hub.rc_file);
+    let spec = ShellSpec {
+        program,
+        args,
+        cwd: host.meta.workspace.clone(),
+        env: hub.session_env(&host),
+        cols,
+        rows,
+    };
+    let id = host.next_shell_id();
+    let clock_host = host.clone();
+    let active: super::shells::ActiveClock = Arc::new(move || clock_host.active_ms());
+    let shell = ShellHost::spawn(
+        &host.meta.id,
+        id,
+        &spec,
+        hub.store.clone(),
+        active,
+        host.shell_exits.clone(),
+    )
+    .map_err(|e| OpError::internal(format!("could not start a shell: {e:#}")))?;
+    host.shells_guard().insert(id, shell.clone());
+    host.append_quiet(EventKind::ShellOpened { shell: id })
+        .await;
+    // A shell opened while the session is paused must not compute either.
+    if !host.clock_runs() {
+        hub.freeze(&host).await;
+    }
+    Ok(shell.info())
+}
+
+/// bash with the session rc when available, else $SHELL, else sh.
+fn shell_command(rc_file: &std::path::Path) -> (String, Vec<String>) {
+    let bash = ["/bin/bash", "/usr/bin/bash"]
+        .iter()
+        .find(|p| std::path::Path::new(p).exists());
+    match bash {
+        Some(bash) => (
+            bash.to_string(),
+            vec![
+                "--rcfile".into(),
+                rc_file.display().to_string(),
+                "-i".into(),
+            ],
+        ),
+        None => (
+            std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into()),
+            vec!["-i".into()],
+        ),
+    }
+}

@@ -1,0 +1,242 @@
+//! One hosted session: its derived state, its clock, its shells, and every
+//! operation that changes it. State changes are appended to the store and
+//! flushed before they are acknowledged.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use chrono::Utc;
+use tokio::sync::{Mutex as AsyncMutex, MutexGuard, Notify, broadcast, mpsc};
+
+use crate::environment::Environment;
+use crate::protocol::{Audience, ErrorCode, SessionView};
+use crate::sandbox::SessionMarker;
+use crate::session::{Event, EventKind, LiveClock, MonotonicClock, SessionMeta, SessionState};
+use crate::store::Store;
+
+use super::shells::{ShellEnded, ShellHost};
+
+/// An operation refused or failed, with the code clients see.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl OpError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+    pub fn state(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidState, message)
+    }
+    pub fn internal(message: impl std::fmt::Display) -> Self {
+        Self::new(ErrorCode::Internal, message.to_string())
+    }
+}
+
+impl std::fmt::Display for OpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+pub type OpResult<T> = Result<T, OpError>;
+
+/// The session's state and clock; locked for every change, so events are
+/// appended in order and the clock always agrees with the log.
+pub struct Live {
+    pub state: SessionState,
+}
+
+pub struct Host {
+    pub meta: SessionMeta,
+    pub store: Store,
+    pub clock: Arc<dyn MonotonicClock>,
+    pub live: AsyncMutex<Live>,
+    /// Mirrors the clock for quick synchronous reads (recording timestamps);
+    /// changed only while `live` is held.
+    live_clock: Mutex<LiveClock>,
+    /// One scoring run at a time.
+    pub scoring: AsyncMutex<()>,
+    pub shells: Mutex<BTreeMap<u32, Arc<ShellHost>>>,
+    next_shell: AtomicU32,
+    /// Wakes the budget timer after a state change.
+    pub wake: Notify,
+    pub events: broadcast::Sender<(String, Event)>,
+    pub shell_exits: mpsc::UnboundedSender<ShellEnded>,
+}
+
+impl Host {
+    pub fn new(
+        meta: SessionMeta,
+        state: SessionState,
+        store: Store,
+        clock: Arc<dyn MonotonicClock>,
+        events: broadcast::Sender<(String, Event)>,
+    ) -> (Arc<Host>, mpsc::UnboundedReceiver<ShellEnded>) {
+        let next_shell = store
+            .recorded_shells(&meta.id)
+            .ok()
+            .and_then(|s| s.last().copied())
+            .map_or(0, |s| s + 1);
+        let live_clock = LiveClock::stopped(state.active_ms);
+        let (exit_tx, exit_rx) = mpsc::unbounded_channel();
+        let host = Arc::new(Host {
+            meta,
+            store,
+            clock,
+            live: AsyncMutex::new(Live { state }),
+            live_clock: Mutex::new(live_clock),
+            scoring: AsyncMutex::new(()),
+            shells: Mutex::new(BTreeMap::new()),
+            next_shell: AtomicU32::new(next_shell),
+            wake: Notify::new(),
+            events,
+            shell_exits: exit_tx,
+        });
+        (host, exit_rx)
+    }
+
+    pub fn id(&self) -> &str {
+        &self.meta.id
+    }
+
+    pub fn marker(&self) -> SessionMarker {
+        SessionMarker::new(self.meta.sandbox_tag.clone())
+    }
+
+    fn clock_guard(&self) -> std::sync::MutexGuard<'_, LiveClock> {
+        self.live_clock.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Active time now.
+    pub fn active_ms(&self) -> u64 {
+        self.clock_guard().active_ms(self.clock.now_ms())
+    }
+
+    pub fn clock_runs(&self) -> bool {
+        self.clock_guard().is_running()
+    }
+
+    /// Starts or stops the clock. Call only while holding `live`.
+    pub fn set_clock_running(&self, _live: &MutexGuard<'_, Live>, running: bool) -> u64 {
+        let now = self.clock.now_ms();
+        let mut clock = self.clock_guard();
+        if running {
+            clock.start(now);
+            clock.active_ms(now)
+        } else {
+            clock.stop(now)
+        }
+    }
+
+    /// Stops the clock at no more than the budget. Call only while holding `live`.
+    pub fn stop_clock_capped(&self, live: &MutexGuard<'_, Live>) -> u64 {
+        let now = self.clock.now_ms();
+        self.clock_guard().stop_capped(now, live.state.budget_ms)
+    }
+
+    /// Appends an event durably at the current active time and applies it.
+    pub async fn append(
+        &self,
+        live: &mut MutexGuard<'_, Live>,
+        kind: EventKind,
+    ) -> OpResult<Event> {
+        let active_ms = self
+            .active_ms()
+            .min(live.state.budget_ms.max(live.state.active_ms));
+        self.append_at(live, kind, active_ms).await
+    }
+
+    pub async fn append_at(
+        &self,
+        live: &mut MutexGuard<'_, Live>,
+        kind: EventKind,
+        active_ms: u64,
+    ) -> OpResult<Event> {
+        let event = Event {
+            seq: live.state.next_seq(),
+            at: Utc::now(),
+            active_ms,
+            kind,
+        };
+        self.store
+            .append(&self.meta.id, &event)
+            .await
+            .map_err(|e| OpError::internal(format!("could not save the event: {e}")))?;
+        live.state.apply(&event);
+        let _ = self.events.send((self.meta.id.clone(), event.clone()));
+        self.wake.notify_one();
+        Ok(event)
+    }
+
+    /// Appends without waiting for the disk (shell bookkeeping).
+    pub async fn append_quiet(&self, kind: EventKind) {
+        let mut live = self.live.lock().await;
+        let active_ms = self.active_ms();
+        let event = Event {
+            seq: live.state.next_seq(),
+            at: Utc::now(),
+            active_ms,
+            kind,
+        };
+        if let Err(e) = self.store.append_unflushed(&self.meta.id, &event) {
+            tracing::error!(session = %self.meta.id, "could not save event: {e}");
+            return;
+        }
+        live.state.apply(&event);
+        let _ = self.events.send((self.meta.id.clone(), event));
+    }
+
+    pub async fn view(&self, audience: Audience, with_scores: bool) -> SessionView {
+        let live = self.live.lock().await;
+        SessionView::build(
+            &self.meta,
+            &live.state,
+            self.active_ms(),
+            audience,
+            with_scores,
+        )
+    }
+
+    pub fn next_shell_id(&self) -> u32 {
+        self.next_shell.fetch_add(1, Ordering::SeqCst)
+    }
+
+    pub fn shell(&self, id: u32) -> OpResult<Arc<ShellHost>> {
+        self.shells_guard().get(&id).cloned().ok_or_else(|| {
+            OpError::new(
+                ErrorCode::NotFound,
+                format!("session {} has no shell {id}", self.meta.id),
+            )
+        })
+    }
+
+    pub fn shells_guard(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, Arc<ShellHost>>> {
+        self.shells.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// PIDs of the session's shells (frozen first, thawed last).
+    pub fn shell_pids(&self) -> Vec<i32> {
+        self.shells_guard()
+            .values()
+            .filter(|s| s.alive())
+            .filter_map(|s| s.pid)
+            .collect()
+    }
+
+    /// The environment the session was created from, as it is now on disk.
+    pub fn environment(&self) -> OpResult<Environment> {
+        Environment::load(&self.meta.env_dir).map_err(|e| {
+            OpError::internal(format!(
+                "environment {} cannot be loaded: {e}",
+                self.meta.env_id
+            ))
+        })
+    }
+}

@@ -1,0 +1,798 @@
+//! The hub: every hosted session, and the operations on them.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::Utc;
+use tokio::sync::broadcast;
+
+use crate::environment::{Environment, files, hardware};
+use crate::paths::DataPaths;
+use crate::protocol::{Audience, CreateSession, ErrorCode, ExecReply, ScoreView, SessionView};
+use crate::sandbox::exec::{ExecSpec, exec};
+use crate::sandbox::procs;
+use crate::scoring::protected;
+use crate::session::event::ExecRecord;
+use crate::session::ids::{is_valid_session_id, new_secret, new_session_id};
+use crate::session::{
+    EndReason, Event, EventKind, MonotonicClock, PauseReason, Phase, ScorePhase, SessionMeta,
+    SessionState,
+};
+use crate::store::Store;
+
+use super::host::{Host, OpError, OpResult};
+use super::scoring::take_score;
+use super::shells::ShellEnded;
+
+/// Who asks: shown as `by` in the event log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Actor {
+    pub name: String,
+    pub audience: Audience,
+}
+
+/// The runner's name in the event log for what it does by itself.
+pub const SYSTEM: &str = "rebench";
+/// Default and largest timeout of an agent's exec.
+const EXEC_DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+const EXEC_MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+const EXEC_OUTPUT_LIMIT: usize = 1024 * 1024;
+/// Exec output kept in the event log (the reply carries up to EXEC_OUTPUT_LIMIT).
+const EXEC_LOG_LIMIT: usize = 64 * 1024;
+
+pub struct Hub {
+    pub store: Store,
+    pub clock: Arc<dyn MonotonicClock>,
+    pub paths: DataPaths,
+    hosts: Mutex<HashMap<String, Arc<Host>>>,
+    pub events: broadcast::Sender<(String, Event)>,
+    /// The session shell rc file.
+    pub rc_file: PathBuf,
+    /// The folder of the running `rebench` binary (put on the shells' PATH).
+    pub bin_dir: Option<PathBuf>,
+    pub shutdown: tokio::sync::Notify,
+}
+
+impl Hub {
+    pub fn new(
+        store: Store,
+        clock: Arc<dyn MonotonicClock>,
+        paths: DataPaths,
+        rc_file: PathBuf,
+    ) -> Arc<Hub> {
+        let (events, _) = broadcast::channel(4096);
+        let bin_dir = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.parent().map(|d| d.to_path_buf()));
+        Arc::new(Hub {
+            store,
+            clock,
+            paths,
+            hosts: Mutex::new(HashMap::new()),
+            events,
+            rc_file,
+            bin_dir,
+            shutdown: tokio::sync::Notify::new(),
+        })
+    }
+
+    fn hosts(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Host>>> {
+        self.hosts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn host(&self, id: &str) -> OpResult<Arc<Host>> {
+        if !is_valid_session_id(id) {
+            return Err(OpError::new(
+                ErrorCode::BadRequest,
+                format!("{id:?} is not a session id"),
+            ));
+        }
+        self.hosts()
+            .get(id)
+            .cloned()
+            .ok_or_else(|| OpError::new(ErrorCode::NotFound, format!("no session {id}")))
+    }
+
+    pub fn all_hosts(&self) -> Vec<Arc<Host>> {
+        let mut hosts: Vec<_> = self.hosts().values().cloned().collect();
+        hosts.sort_by(|a, b| {
+            a.meta
+                .created_at
+                .cmp(&b.meta.created_at)
+                .then(a.meta.id.cmp(&b.meta.id))
+        });
+        hosts
+    }
+
+    /// The session whose token this is.
+    pub fn session_for_token(&self, token: &str) -> Option<String> {
+        self.hosts()
+            .values()
+            .find(|h| constant_time_eq(h.meta.token.as_bytes(), token.as_bytes()))
+            .map(|h| h.meta.id.clone())
+    }
+
+    /// Hosts a session loaded from (or just written to) the store.
+    pub fn install(self: &Arc<Self>, meta: SessionMeta, state: SessionState) -> Arc<Host> {
+        let (host, exits) = Host::new(
+            meta,
+            state,
+            self.store.clone(),
+            self.clock.clone(),
+            self.events.clone(),
+        );
+        self.hosts().insert(host.meta.id.clone(), host.clone());
+        tokio::spawn(super::budget::run_timer(self.clone(), host.clone()));
+        tokio::spawn(watch_shell_exits(host.clone(), exits));
+        host
+    }
+
+    // ----- creation -------------------------------------------------------
+
+    pub async fn create(self: &Arc<Self>, req: CreateSession, by: &Actor) -> OpResult<SessionView> {
+        let participant = req.participant.trim().to_string();
+        if participant.is_empty()
+            || participant.len() > 100
+            || participant.chars().any(char::is_control)
+        {
+            return Err(OpError::new(
+                ErrorCode::BadRequest,
+                "participant must be a name of 1 to 100 printable characters",
+            ));
+        }
+        let env = Environment::load(std::path::Path::new(&req.env_dir)).map_err(|e| {
+            OpError::new(
+                ErrorCode::Refused,
+                format!("environment {} is not usable:\n{e}", req.env_dir),
+            )
+        })?;
+        let plan = env
+            .scoring(req.profile.as_deref())
+            .map_err(|e| OpError::new(ErrorCode::Refused, e.to_string()))?;
+        let missing = hardware::missing(&env.hardware(), &hardware::HardwareInfo::detect());
+        if !missing.is_empty() && !req.allow_missing_hardware {
+            return Err(OpError::new(
+                ErrorCode::Refused,
+                format!(
+                    "this machine lacks the hardware environment {} needs: {}. Use --allow-missing-hardware to start anyway (it is recorded on the session)",
+                    env.id(),
+                    missing.join("; ")
+                ),
+            ));
+        }
+        let budget_ms = match req.budget_s {
+            Some(0) => {
+                return Err(OpError::new(
+                    ErrorCode::BadRequest,
+                    "the budget must be more than 0 seconds",
+                ));
+            }
+            Some(s) => s.saturating_mul(1000),
+            None => env.default_budget().as_millis() as u64,
+        };
+        let id = self.fresh_id()?;
+        let workspace = self.paths.workspace(&id);
+        let source = env.workspace_dir();
+        let ws = workspace.clone();
+        tokio::task::spawn_blocking(move || files::copy_workspace(&source, &ws))
+            .await
+            .map_err(OpError::internal)?
+            .map_err(|e| {
+                OpError::internal(format!(
+                    "could not copy the workspace to {}: {e}",
+                    workspace.display()
+                ))
+            })?;
+        let protected =
+            protected::hash_files(&workspace, &plan.protected).map_err(OpError::internal)?;
+        let meta = SessionMeta {
+            id: id.clone(),
+            env_id: env.id().to_string(),
+            env_title: env.manifest.title.clone(),
+            env_dir: env.dir.clone(),
+            manifest_hash: env.manifest_hash.clone(),
+            profile: plan.profile.clone(),
+            participant,
+            kind: req.kind,
+            budget_ms,
+            workspace,
+            created_at: Utc::now(),
+            allow_missing_hardware: req.allow_missing_hardware,
+            hardware_missing: missing,
+            protected,
+            scoring: plan,
+            token: new_secret(),
+            sandbox_tag: new_secret(),
+        };
+        let first = Event {
+            seq: 0,
+            at: meta.created_at,
+            active_ms: 0,
+            kind: EventKind::Created {
+                by: by.name.clone(),
+            },
+        };
+        self.store
+            .create_session(&meta, &first)
+            .await
+            .map_err(OpError::internal)?;
+        let mut state = SessionState::new(budget_ms);
+        state.apply(&first);
+        let host = self.install(meta, state);
+        let _ = self.events.send((id.clone(), first));
+        self.score_starting(&host).await?;
+        Ok(host.view(by.audience, true).await)
+    }
+
+    fn fresh_id(&self) -> OpResult<String> {
+        for _ in 0..100 {
+            let id = new_session_id();
+            let taken = self.hosts().contains_key(&id) || self.paths.workspace(&id).exists();
+            if !taken {
+                return Ok(id);
+            }
+        }
+        Err(OpError::internal("could not find a free session id"))
+    }
+
+    /// The starting solution's score, before the clock starts, under a scoring pause.
+    pub async fn score_starting(&self, host: &Arc<Host>) -> OpResult<()> {
+        let _scoring = host.scoring.lock().await;
+        {
+            let mut live = host.live.lock().await;
+            if live.state.open_pause().is_none() {
+                host.append(
+                    &mut live,
+                    EventKind::Paused {
+                        reason: PauseReason::Scoring,
+                        by: SYSTEM.into(),
+                        note: Some("starting solution".into()),
+                    },
+                )
+                .await?;
+            }
+        }
+        let entry = take_score(&host.meta, ScorePhase::Starting, SYSTEM, 0).await;
+        let mut live = host.live.lock().await;
+        host.append(
+            &mut live,
+            EventKind::Scored {
+                entry: Box::new(entry),
+            },
+        )
+        .await?;
+        host.append(&mut live, EventKind::Resumed { by: SYSTEM.into() })
+            .await?;
+        Ok(())
+    }
+
+    // ----- the clock ------------------------------------------------------
+
+    pub async fn begin(&self, id: &str, by: &Actor) -> OpResult<SessionView> {
+        let host = self.host(id)?;
+        {
+            let mut live = host.live.lock().await;
+            match live.state.phase() {
+                Phase::Created if live.state.open_pause().is_some() => {
+                    return Err(OpError::new(
+                        ErrorCode::Busy,
+                        "the starting solution is still being scored; try again in a moment",
+                    ));
+                }
+                Phase::Created => {}
+                other => {
+                    return Err(OpError::state(format!(
+                        "session {id} has already started (it is {})",
+                        other.as_str()
+                    )));
+                }
+            }
+            host.append(
+                &mut live,
+                EventKind::Started {
+                    by: by.name.clone(),
+                },
+            )
+            .await?;
+            host.set_clock_running(&live, true);
+            // Shells opened before the start were held frozen.
+            self.thaw(&host).await;
+        }
+        Ok(host.view(by.audience, false).await)
+    }
+
+    pub async fn pause(
+        &self,
+        id: &str,
+        reason: PauseReason,
+        note: Option<String>,
+        by: &Actor,
+    ) -> OpResult<SessionView> {
+        let host = self.host(id)?;
+        if by.audience == Audience::Participant && !reason.participant_may_pause() {
+            return Err(OpError::new(
+                ErrorCode::Forbidden,
+                format!("a participant cannot pause with reason {reason}"),
+            ));
+        }
+        {
+            let mut live = host.live.lock().await;
+            match live.state.phase() {
+                Phase::Running => {}
+                Phase::Paused => {
+                    return Err(OpError::state(format!("session {id} is already paused")));
+                }
+                other => {
+                    return Err(OpError::state(format!(
+                        "session {id} is not running (it is {})",
+                        other.as_str()
+                    )));
+                }
+            }
+            let active = host.set_clock_running(&live, false);
+            self.freeze(&host).await;
+            host.append_at(
+                &mut live,
+                EventKind::Paused {
+                    reason,
+                    by: by.name.clone(),
+                    note,
+                },
+                active,
+            )
+            .await?;
+        }
+        Ok(host.view(by.audience, false).await)
+    }
+
+    pub async fn resume(&self, id: &str, by: &Actor) -> OpResult<SessionView> {
+        let host = self.host(id)?;
+        {
+            let mut live = host.live.lock().await;
+            let Some(pause) = live
+                .state
+                .open_pause()
+                .filter(|_| live.state.phase() == Phase::Paused)
+                .cloned()
+            else {
+                return Err(OpError::state(format!("session {id} is not paused")));
+            };
+            if pause.reason == PauseReason::Scoring {
+                return Err(OpError::new(
+                    ErrorCode::Busy,
+                    "the final score is being taken",
+                ));
+            }
+            if by.audience == Audience::Participant && !pause.reason.participant_may_resume() {
+                return Err(OpError::new(
+                    ErrorCode::Forbidden,
+                    format!(
+                        "only a proctor can end this pause ({}, by {})",
+                        pause.reason, pause.by
+                    ),
+                ));
+            }
+            if live.state.remaining_ms(live.state.active_ms) == 0 {
+                return Err(OpError::state("no budget is left; a proctor can extend it"));
+            }
+            host.append(
+                &mut live,
+                EventKind::Resumed {
+                    by: by.name.clone(),
+                },
+            )
+            .await?;
+            host.set_clock_running(&live, true);
+            self.thaw(&host).await;
+        }
+        Ok(host.view(by.audience, false).await)
+    }
+
+    pub async fn extend(
+        &self,
+        id: &str,
+        by_s: u64,
+        reason: String,
+        by: &Actor,
+    ) -> OpResult<SessionView> {
+        let host = self.host(id)?;
+        if by_s == 0 {
+            return Err(OpError::new(
+                ErrorCode::BadRequest,
+                "an extension must be more than 0 seconds",
+            ));
+        }
+        if reason.trim().is_empty() {
+            return Err(OpError::new(
+                ErrorCode::BadRequest,
+                "an extension needs a reason",
+            ));
+        }
+        {
+            let mut live = host.live.lock().await;
+            if live.state.phase() == Phase::Ended {
+                return Err(OpError::state(format!("session {id} has ended")));
+            }
+            host.append(
+                &mut live,
+                EventKind::Extended {
+                    by_ms: by_s.saturating_mul(1000),
+                    reason,
+                    by: by.name.clone(),
+                },
+            )
+            .await?;
+        }
+        Ok(host.view(by.audience, false).await)
+    }
+
+    pub async fn note(&self, id: &str, text: String, by: &Actor) -> OpResult<SessionView> {
+        let host = self.host(id)?;
+        let text = text.trim().to_string();
+        if text.is_empty() {
+            return Err(OpError::new(ErrorCode::BadRequest, "a note needs text"));
+        }
+        if text.len() > 16 * 1024 {
+            return Err(OpError::new(
+                ErrorCode::BadRequest,
+                "a note is limited to 16 KiB",
+            ));
+        }
+        {
+            let mut live = host.live.lock().await;
+            host.append(
+                &mut live,
+                EventKind::Note {
+                    text,
+                    by: by.name.clone(),
+                },
+            )
+            .await?;
+        }
+        Ok(host.view(by.audience, false).await)
+    }
+
+    pub async fn usage(
+        &self,
+        id: &str,
+        tokens_in: u64,
+        tokens_out: u64,
+        cost_usd: f64,
+        _by: &Actor,
+    ) -> OpResult<()> {
+        let host = self.host(id)?;
+        if !cost_usd.is_finite() || cost_usd < 0.0 {
+            return Err(OpError::new(
+                ErrorCode::BadRequest,
+                "cost_usd must be a non-negative number",
+            ));
+        }
+        let mut live = host.live.lock().await;
+        host.append(
+            &mut live,
+            EventKind::Usage {
+                tokens_in,
+                tokens_out,
+                cost_usd,
+            },
+        )
+        .await?;
+        Ok(())
+    }
+
+    // ----- scoring --------------------------------------------------------
+
+    pub async fn score(&self, id: &str, by: &Actor) -> OpResult<ScoreView> {
+        let host = self.host(id)?;
+        let Ok(_scoring) = host.scoring.try_lock() else {
+            return Err(OpError::new(
+                ErrorCode::Busy,
+                "a scoring run is already in progress for this session",
+            ));
+        };
+        let requested_active_ms = {
+            let live = host.live.lock().await;
+            if live.state.phase() != Phase::Running {
+                return Err(OpError::state(format!(
+                    "session {id} is {}; scores are taken while it runs",
+                    live.state.phase().as_str()
+                )));
+            }
+            host.active_ms()
+        };
+        let entry = take_score(
+            &host.meta,
+            ScorePhase::Intermediate,
+            &by.name,
+            requested_active_ms,
+        )
+        .await;
+        let mut live = host.live.lock().await;
+        host.append(
+            &mut live,
+            EventKind::Scored {
+                entry: Box::new(entry),
+            },
+        )
+        .await?;
+        let record = live
+            .state
+            .scores
+            .last()
+            .cloned()
+            .ok_or_else(|| OpError::internal("score vanished"))?;
+        Ok(ScoreView::build(
+            &record,
+            host.meta.scoring.visible,
+            by.audience,
+        ))
+    }
+
+    // ----- the end --------------------------------------------------------
+
+    pub async fn submit(&self, id: &str, by: &Actor) -> OpResult<SessionView> {
+        let host = self.host(id)?;
+        self.finish(&host, EndReason::Submitted, &by.name, true)
+            .await?;
+        Ok(host.view(by.audience, true).await)
+    }
+
+    pub async fn end(&self, id: &str, reason: Option<String>, by: &Actor) -> OpResult<SessionView> {
+        let host = self.host(id)?;
+        let end_reason = match reason.as_deref() {
+            None | Some("ended_by_proctor") | Some("proctor") => EndReason::EndedByProctor,
+            Some("abandoned") => EndReason::Abandoned,
+            Some(other) => {
+                return Err(OpError::new(
+                    ErrorCode::BadRequest,
+                    format!(
+                        "unknown end reason {other:?} (expected ended_by_proctor or abandoned)"
+                    ),
+                ));
+            }
+        };
+        self.finish(&host, end_reason, &by.name, false).await?;
+        Ok(host.view(by.audience, true).await)
+    }
+
+    /// Ends a session: freeze its processes, take the final score (under a
+    /// scoring pause, off the budget) when asked, record the end, kill everything.
+    pub async fn finish(
+        &self,
+        host: &Arc<Host>,
+        reason: EndReason,
+        by: &str,
+        final_score: bool,
+    ) -> OpResult<()> {
+        {
+            let mut live = host.live.lock().await;
+            let phase = live.state.phase();
+            if phase == Phase::Ended {
+                return Err(OpError::state(format!(
+                    "session {} has already ended",
+                    host.id()
+                )));
+            }
+            if live
+                .state
+                .open_pause()
+                .is_some_and(|p| p.reason == PauseReason::Scoring)
+            {
+                return Err(OpError::new(
+                    ErrorCode::Busy,
+                    "a final score is already being taken",
+                ));
+            }
+            if phase == Phase::Created && final_score {
+                return Err(OpError::state(format!(
+                    "session {} has not started",
+                    host.id()
+                )));
+            }
+            let active = host.stop_clock_capped(&live);
+            self.freeze(host).await;
+            if final_score {
+                if live.state.open_pause().is_some() {
+                    // Close the participant's or proctor's pause so the scoring pause is its own interval.
+                    host.append_at(&mut live, EventKind::Resumed { by: by.to_string() }, active)
+                        .await?;
+                }
+                host.append_at(
+                    &mut live,
+                    EventKind::Paused {
+                        reason: PauseReason::Scoring,
+                        by: SYSTEM.into(),
+                        note: Some("final score".into()),
+                    },
+                    active,
+                )
+                .await?;
+            }
+        }
+        if final_score {
+            let active = host.live.lock().await.state.active_ms;
+            let entry = take_score(&host.meta, ScorePhase::Final, SYSTEM, active).await;
+            let mut live = host.live.lock().await;
+            host.append_at(
+                &mut live,
+                EventKind::Scored {
+                    entry: Box::new(entry),
+                },
+                active,
+            )
+            .await?;
+        }
+        {
+            let mut live = host.live.lock().await;
+            let active = live.state.active_ms;
+            host.append_at(
+                &mut live,
+                EventKind::Ended {
+                    reason,
+                    by: by.to_string(),
+                },
+                active,
+            )
+            .await?;
+        }
+        self.kill_everything(host).await;
+        Ok(())
+    }
+
+    // ----- processes ------------------------------------------------------
+
+    pub async fn freeze(&self, host: &Arc<Host>) {
+        let marker = host.marker();
+        let roots = host.shell_pids();
+        let _ = tokio::task::spawn_blocking(move || procs::freeze(&marker, &roots)).await;
+    }
+
+    pub async fn thaw(&self, host: &Arc<Host>) {
+        let marker = host.marker();
+        let roots = host.shell_pids();
+        let _ = tokio::task::spawn_blocking(move || procs::thaw(&marker, &roots)).await;
+    }
+
+    pub async fn kill_everything(&self, host: &Arc<Host>) {
+        let shells: Vec<_> = host.shells_guard().values().cloned().collect();
+        for shell in &shells {
+            shell.kill();
+        }
+        let marker = host.marker();
+        let _ = tokio::task::spawn_blocking(move || procs::kill_all(&marker)).await;
+    }
+
+    /// The environment of a session's shells and commands.
+    pub fn session_env(&self, host: &Host) -> Vec<(String, String)> {
+        let mut path =
+            std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+        if let Some(bin) = &self.bin_dir {
+            path = format!("{}:{path}", bin.display());
+        }
+        vec![
+            (
+                "REBENCH_SOCKET".into(),
+                self.paths.participant_socket().display().to_string(),
+            ),
+            ("REBENCH_SESSION".into(), host.meta.id.clone()),
+            ("REBENCH_TOKEN".into(), host.meta.token.clone()),
+            host.marker().env_pair(),
+            ("REBENCH_DATA_DIR".into(), String::new()),
+            ("PATH".into(), path),
+            ("TERM".into(), "xterm-256color".into()),
+        ]
+    }
+
+    // ----- agents ---------------------------------------------------------
+
+    pub async fn exec(
+        &self,
+        id: &str,
+        command: String,
+        timeout_s: Option<f64>,
+        cwd: Option<String>,
+        _by: &Actor,
+    ) -> OpResult<ExecReply> {
+        let host = self.host(id)?;
+        if command.trim().is_empty() {
+            return Err(OpError::new(ErrorCode::BadRequest, "exec needs a command"));
+        }
+        let timeout = match timeout_s {
+            None => EXEC_DEFAULT_TIMEOUT,
+            Some(t) if t.is_finite() && t > 0.0 => Duration::from_secs_f64(t).min(EXEC_MAX_TIMEOUT),
+            Some(t) => {
+                return Err(OpError::new(
+                    ErrorCode::BadRequest,
+                    format!("timeout_s must be a positive number of seconds, not {t}"),
+                ));
+            }
+        };
+        let workdir = match &cwd {
+            None => host.meta.workspace.clone(),
+            Some(c) if std::path::Path::new(c).is_absolute() => PathBuf::from(c),
+            Some(c) => host.meta.workspace.join(c),
+        };
+        {
+            let live = host.live.lock().await;
+            if live.state.phase() != Phase::Running {
+                return Err(OpError::state(format!(
+                    "session {id} is {}; commands run while it runs",
+                    live.state.phase().as_str()
+                )));
+            }
+        }
+        let spec = ExecSpec {
+            command: command.clone(),
+            cwd: workdir.clone(),
+            env: self.session_env(&host),
+            timeout,
+            output_limit: EXEC_OUTPUT_LIMIT,
+            stdin: None,
+        };
+        let result = exec(&spec).await.map_err(|e| {
+            OpError::new(
+                ErrorCode::Refused,
+                format!("could not run the command: {e:#}"),
+            )
+        })?;
+        let record = ExecRecord {
+            command,
+            cwd: workdir.display().to_string(),
+            exit_code: result.exit_code,
+            signal: result.signal,
+            timed_out: result.timed_out,
+            duration_ms: result.duration_ms,
+            stdout: cut(&result.stdout, EXEC_LOG_LIMIT),
+            stderr: cut(&result.stderr, EXEC_LOG_LIMIT),
+            stdout_truncated: result.stdout_truncated || result.stdout.len() > EXEC_LOG_LIMIT,
+            stderr_truncated: result.stderr_truncated || result.stderr.len() > EXEC_LOG_LIMIT,
+        };
+        {
+            let mut live = host.live.lock().await;
+            host.append(&mut live, EventKind::Exec(Box::new(record)))
+                .await?;
+        }
+        Ok(ExecReply {
+            exit_code: result.exit_code,
+            signal: result.signal,
+            stdout: result.stdout,
+            stderr: result.stderr,
+            stdout_truncated: result.stdout_truncated,
+            stderr_truncated: result.stderr_truncated,
+            timed_out: result.timed_out,
+            duration_ms: result.duration_ms,
+        })
+    }
+}
+
+/// At most `limit` bytes of `text`, cut at a character boundary.
+fn cut(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_string();
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn watch_shell_exits(
+    host: Arc<Host>,
+    mut exits: tokio::sync::mpsc::UnboundedReceiver<ShellEnded>,
+) {
+    while let Some(ended) = exits.recv().await {
+        host.append_quiet(EventKind::ShellExited {
+            shell: ended.shell,
+            code: ended.exit.code,
+            signal: ended.exit.signal,
+        })
+        .await;
+    }
+}

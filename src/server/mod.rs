@@ -1,0 +1,152 @@
+//! The runner server: owns the database, the sessions' clocks, shells and
+//! scoring runs, and serves the protocol on two Unix sockets (admin and
+//! participant) in the data dir. Exactly one server runs per data dir.
+
+mod budget;
+mod conn;
+pub mod host;
+pub mod hub;
+mod lock;
+mod recovery;
+mod scoring;
+pub mod shells;
+
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::UnixListener;
+
+use crate::paths::DataPaths;
+use crate::session::{EventKind, MonotonicClock, PauseReason, Phase, SystemClock};
+use crate::store::{Heartbeat, Store};
+
+pub use conn::Door;
+pub use lock::{LockError, ServerLock};
+
+/// How often running sessions persist their active time.
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(2);
+/// How often buffered terminal output is made durable.
+pub const RECORDING_FLUSH_INTERVAL: Duration = Duration::from_millis(200);
+
+const SESSION_RC: &str = include_str!("../../assets/session.bashrc");
+
+/// Runs the server until a `shutdown` request or SIGTERM/SIGINT.
+pub async fn serve(paths: DataPaths) -> anyhow::Result<()> {
+    serve_with_clock(paths, Arc::new(SystemClock::new())).await
+}
+
+pub async fn serve_with_clock(
+    paths: DataPaths,
+    clock: Arc<dyn MonotonicClock>,
+) -> anyhow::Result<()> {
+    paths
+        .create()
+        .with_context(|| format!("cannot create the data dir {}", paths.root.display()))?;
+    let _lock = ServerLock::acquire(&paths.lock_file())?;
+    let store = Store::open(&paths.database())?;
+    let rc_file = paths.assets().join("session.bashrc");
+    std::fs::write(&rc_file, SESSION_RC)
+        .with_context(|| format!("cannot write {}", rc_file.display()))?;
+    let hub = hub::Hub::new(store.clone(), clock, paths.clone(), rc_file);
+    recovery::load_and_recover(&hub).await?;
+
+    let admin = bind(&paths.socket())?;
+    let participant = bind(&paths.participant_socket())?;
+    tracing::info!(data_dir = %paths.root.display(), "server listening");
+
+    tokio::spawn(accept_loop(hub.clone(), admin, Door::Admin));
+    tokio::spawn(accept_loop(hub.clone(), participant, Door::Participant));
+    tokio::spawn(heartbeats(hub.clone()));
+    tokio::spawn(flush_recordings(store.clone()));
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    tokio::select! {
+        _ = hub.shutdown.notified() => {}
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    shut_down(&hub).await;
+    let _ = std::fs::remove_file(paths.socket());
+    let _ = std::fs::remove_file(paths.participant_socket());
+    Ok(())
+}
+
+/// Stops every running clock on record before the server goes, so a planned
+/// stop costs no budget; processes are frozen until someone resumes.
+async fn shut_down(hub: &Arc<hub::Hub>) {
+    for host in hub.all_hosts() {
+        let mut live = host.live.lock().await;
+        if live.state.phase() == Phase::Running {
+            let active = host.set_clock_running(&live, false);
+            hub.freeze(&host).await;
+            let kind = EventKind::Paused {
+                reason: PauseReason::CrashRecovery,
+                by: hub::SYSTEM.into(),
+                note: Some("the server was shut down".into()),
+            };
+            if let Err(e) = host.append_at(&mut live, kind, active).await {
+                tracing::error!(session = %host.id(), "could not record the shutdown pause: {e}");
+            }
+        }
+        for shell in host.shells_guard().values() {
+            shell.kill();
+        }
+    }
+    if let Err(e) = hub.store.flush().await {
+        tracing::error!("final flush failed: {e}");
+    }
+}
+
+fn bind(path: &std::path::Path) -> anyhow::Result<UnixListener> {
+    // We hold the server lock, so a socket file left here is stale.
+    let _ = std::fs::remove_file(path);
+    let listener =
+        UnixListener::bind(path).with_context(|| format!("cannot listen on {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+async fn accept_loop(hub: Arc<hub::Hub>, listener: UnixListener, door: Door) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                tokio::spawn(conn::serve_connection(hub.clone(), stream, door));
+            }
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn heartbeats(hub: Arc<hub::Hub>) {
+    let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
+    loop {
+        tick.tick().await;
+        for host in hub.all_hosts() {
+            if host.clock_runs() {
+                let beat = Heartbeat {
+                    at: chrono::Utc::now(),
+                    active_ms: host.active_ms(),
+                };
+                if let Err(e) = hub.store.set_heartbeat(host.id(), beat).await {
+                    tracing::error!(session = %host.id(), "heartbeat not saved: {e}");
+                }
+            }
+        }
+    }
+}
+
+async fn flush_recordings(store: Store) {
+    let mut tick = tokio::time::interval(RECORDING_FLUSH_INTERVAL);
+    loop {
+        tick.tick().await;
+        if let Err(e) = store.flush().await {
+            tracing::error!("recording flush failed: {e}");
+        }
+    }
+}

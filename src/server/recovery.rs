@@ -1,0 +1,89 @@
+//! Loading sessions at start-up, and putting right what a crash left behind.
+//!
+//! A session that was running when the server died is paused with reason
+//! `crash_recovery`, its clock stopped at the last persisted heartbeat or
+//! event (so a crash costs at most one heartbeat interval of budget).
+//! A final score interrupted by the crash is taken again.
+
+use std::sync::Arc;
+
+use crate::sandbox::procs;
+use crate::session::{EventKind, PauseReason, Phase, SessionState};
+
+use super::hub::{Hub, SYSTEM};
+
+pub async fn load_and_recover(hub: &Arc<Hub>) -> anyhow::Result<()> {
+    for meta in hub.store.sessions()? {
+        let events = hub.store.events(&meta.id)?;
+        let mut state = SessionState::from_events(meta.budget_ms, &events);
+        if let Some(beat) = hub.store.heartbeat(&meta.id)? {
+            state.active_ms = state.active_ms.max(beat.active_ms.min(state.budget_ms));
+        }
+        let phase = state.phase();
+        let open_scoring = state
+            .open_pause()
+            .is_some_and(|p| p.reason == PauseReason::Scoring);
+        let host = hub.install(meta, state);
+        match phase {
+            Phase::Running => {
+                let mut live = host.live.lock().await;
+                let active = live.state.active_ms;
+                host.append_at(
+                    &mut live,
+                    EventKind::Paused {
+                        reason: PauseReason::CrashRecovery,
+                        by: SYSTEM.into(),
+                        note: Some("the server stopped while the session was running".into()),
+                    },
+                    active,
+                )
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+                tracing::warn!(session = %host.id(), active_ms = active, "paused for crash recovery");
+            }
+            Phase::Paused if open_scoring => {
+                // The final score was interrupted: take it again and end the session.
+                let hub = hub.clone();
+                let host = host.clone();
+                tokio::spawn(async move {
+                    let reason = {
+                        let live = host.live.lock().await;
+                        if live.state.remaining_ms(live.state.active_ms) == 0 {
+                            crate::session::EndReason::BudgetExhausted
+                        } else {
+                            crate::session::EndReason::Submitted
+                        }
+                    };
+                    {
+                        let mut live = host.live.lock().await;
+                        let active = live.state.active_ms;
+                        let _ = host
+                            .append_at(&mut live, EventKind::Resumed { by: SYSTEM.into() }, active)
+                            .await;
+                    }
+                    if let Err(e) = hub.finish(&host, reason, SYSTEM, true).await {
+                        tracing::error!(session = %host.id(), "could not finish after recovery: {e}");
+                    }
+                });
+                continue;
+            }
+            Phase::Created if open_scoring => {
+                let hub = hub.clone();
+                let host = host.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = hub.score_starting(&host).await {
+                        tracing::error!(session = %host.id(), "starting score after recovery failed: {e}");
+                    }
+                });
+                continue;
+            }
+            _ => {}
+        }
+        if phase != Phase::Ended {
+            // Leftover processes (nohup jobs survive their terminal) must not compute while paused.
+            let marker = host.marker();
+            let _ = tokio::task::spawn_blocking(move || procs::freeze(&marker, &[])).await;
+        }
+    }
+    Ok(())
+}

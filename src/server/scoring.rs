@@ -1,0 +1,81 @@
+//! Taking a score for a session: protected-file check, the scorer run,
+//! normalization, and the score-log entry.
+
+use crate::scoring::{OUTPUT_LIMIT, ScorerInvocation, protected, run_scorer};
+use crate::session::{ScoreEntry, ScorePhase, SessionMeta};
+
+/// Variables of the session sandbox that the scorer must not inherit.
+const SANDBOX_VARS: [&str; 4] = [
+    "REBENCH_TOKEN",
+    "REBENCH_SANDBOX",
+    "REBENCH_SOCKET",
+    "REBENCH_SESSION",
+];
+
+/// Runs the session's scorer on its workspace and builds the entry. Never fails:
+/// every problem becomes an invalid entry that says why.
+pub async fn take_score(
+    meta: &SessionMeta,
+    phase: ScorePhase,
+    requested_by: &str,
+    requested_active_ms: u64,
+) -> ScoreEntry {
+    let invalid = |message: String| ScoreEntry {
+        phase,
+        requested_by: requested_by.to_string(),
+        requested_active_ms,
+        valid: false,
+        raw: None,
+        normalized: None,
+        message,
+        scorer_message: serde_json::Value::Null,
+        details: serde_json::Value::Null,
+        output: String::new(),
+        exit_code: None,
+        duration_ms: 0,
+    };
+    if let Err(message) = protected::check_files(&meta.workspace, &meta.protected) {
+        return invalid(message);
+    }
+    let plan = &meta.scoring;
+    let invocation = ScorerInvocation {
+        argv: plan.argv(&meta.env_dir, &meta.workspace),
+        cwd: meta.workspace.clone(),
+        env: plan
+            .scorer_env(&meta.env_dir, &meta.workspace)
+            .into_iter()
+            .collect(),
+        env_remove: SANDBOX_VARS.iter().map(|v| v.to_string()).collect(),
+        timeout: plan.timeout,
+        output_limit: OUTPUT_LIMIT,
+    };
+    let outcome = run_scorer(&invocation).await;
+    let mut entry = ScoreEntry {
+        phase,
+        requested_by: requested_by.to_string(),
+        requested_active_ms,
+        valid: outcome.valid,
+        raw: outcome.raw,
+        normalized: None,
+        message: outcome.message,
+        scorer_message: outcome.scorer_message,
+        details: outcome.details,
+        output: outcome.output,
+        exit_code: outcome.exit_code,
+        duration_ms: outcome.duration_ms,
+    };
+    if let Some(raw) = entry.raw.filter(|_| entry.valid) {
+        match plan.normalizer.normalize(raw) {
+            Some(n) => entry.normalized = Some(n),
+            None => {
+                entry.valid = false;
+                entry.raw = None;
+                entry.message = format!(
+                    "raw value {raw} is outside the domain of the {} transform",
+                    plan.normalizer.transform
+                );
+            }
+        }
+    }
+    entry
+}

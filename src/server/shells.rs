@@ -1,0 +1,373 @@
+//! Hosting one PTY shell: a thread owns the PTY (it is not Sync and its
+//! writes block), a reader thread pumps output into a task that keeps the
+//! vt100 screen, records every byte and streams it to attached clients.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::Utc;
+use tokio::sync::mpsc;
+
+use crate::protocol::{AttachMode, AttachReply, Push, ServerLine, ShellInfo, b64_encode};
+use crate::sandbox::pty::{PtyShell, ShellExit, ShellSpec};
+use crate::store::{Chunk, ChunkKind, Store};
+
+/// Lines of scrollback kept on the server's screen of each shell.
+pub const SCROLLBACK_LINES: usize = 10_000;
+/// Cursor position request; vt100 does not answer it, so we do.
+const CURSOR_QUERY: &[u8] = b"\x1b[6n";
+
+enum PtyCommand {
+    Input(Vec<u8>),
+    Resize(u16, u16),
+    Kill,
+}
+
+/// A connection that receives a shell's output.
+#[derive(Clone)]
+pub struct Subscriber {
+    pub conn: u64,
+    pub tx: mpsc::Sender<ServerLine>,
+}
+
+struct Screen {
+    parser: vt100::Parser,
+    cols: u16,
+    rows: u16,
+    exit: Option<ShellExit>,
+    driver: Option<Subscriber>,
+    watchers: Vec<Subscriber>,
+    next_chunk: u64,
+}
+
+/// Gives the session's active time for recording timestamps.
+pub type ActiveClock = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+pub struct ShellHost {
+    pub id: u32,
+    pub pid: Option<i32>,
+    session: String,
+    store: Store,
+    active: ActiveClock,
+    commands: std::sync::mpsc::Sender<PtyCommand>,
+    screen: Mutex<Screen>,
+}
+
+/// What the host is told when a shell exits.
+pub struct ShellEnded {
+    pub shell: u32,
+    pub exit: ShellExit,
+}
+
+impl ShellHost {
+    /// Spawns the shell and its threads. `on_exit` receives the exit once.
+    pub fn spawn(
+        session: &str,
+        id: u32,
+        spec: &ShellSpec,
+        store: Store,
+        active: ActiveClock,
+        on_exit: mpsc::UnboundedSender<ShellEnded>,
+    ) -> anyhow::Result<Arc<ShellHost>> {
+        let (pty, mut reader) = PtyShell::spawn(spec)?;
+        let pid = pty.pid().map(|p| p as i32);
+        let (cmd_tx, cmd_rx) = std::sync::mpsc::channel();
+        let (exit_tx, exit_rx) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name(format!("pty-{session}-{id}"))
+            .spawn(move || own_pty(pty, cmd_rx, exit_tx))?;
+
+        let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(256);
+        std::thread::Builder::new()
+            .name(format!("pty-read-{session}-{id}"))
+            .spawn(move || {
+                let mut buf = vec![0u8; 16 * 1024];
+                loop {
+                    match reader.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        // Blocking send: a slow consumer slows the program, nothing is dropped.
+                        Ok(n) => {
+                            if out_tx.blocking_send(buf[..n].to_vec()).is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+            })?;
+
+        let next_chunk = store.next_chunk_seq(session, id).unwrap_or(0);
+        let host = Arc::new(ShellHost {
+            id,
+            pid,
+            session: session.to_string(),
+            store,
+            active,
+            commands: cmd_tx,
+            screen: Mutex::new(Screen {
+                parser: vt100::Parser::new(spec.rows, spec.cols, SCROLLBACK_LINES),
+                cols: spec.cols,
+                rows: spec.rows,
+                exit: None,
+                driver: None,
+                watchers: Vec::new(),
+                next_chunk,
+            }),
+        });
+        host.record(
+            ChunkKind::Resize,
+            Chunk::resize(Utc::now(), 0, spec.cols, spec.rows).data,
+        );
+        tokio::spawn(pump_output(host.clone(), out_rx, exit_rx, on_exit));
+        Ok(host)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Screen> {
+        // A panic while holding the lock cannot leave the screen half-updated in a
+        // way that matters more than losing the shell, so recover the guard.
+        self.screen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn record(&self, kind: ChunkKind, data: Vec<u8>) {
+        let mut screen = self.lock();
+        self.record_locked(&mut screen, kind, data);
+    }
+
+    fn record_locked(&self, screen: &mut Screen, kind: ChunkKind, data: Vec<u8>) {
+        let chunk = Chunk {
+            kind,
+            at: Utc::now(),
+            active_ms: (self.active)(),
+            data,
+        };
+        let seq = screen.next_chunk;
+        screen.next_chunk += 1;
+        if let Err(e) = self.store.record(&self.session, self.id, seq, &chunk) {
+            tracing::error!(session = %self.session, shell = self.id, "recording failed: {e}");
+        }
+    }
+
+    pub fn info(&self) -> ShellInfo {
+        let screen = self.lock();
+        ShellInfo {
+            shell: self.id,
+            cols: screen.cols,
+            rows: screen.rows,
+            alive: screen.exit.is_none(),
+            has_driver: screen.driver.is_some(),
+        }
+    }
+
+    pub fn alive(&self) -> bool {
+        self.lock().exit.is_none()
+    }
+
+    /// Registers a client and returns the current screen. Done under the
+    /// screen lock, so the client sees every byte after the snapshot exactly once.
+    pub fn attach(&self, sub: Subscriber, mode: AttachMode) -> AttachReply {
+        let mut screen = self.lock();
+        screen.watchers.retain(|w| w.conn != sub.conn);
+        match mode {
+            AttachMode::Driver => {
+                if let Some(old) = screen.driver.take().filter(|d| d.conn != sub.conn) {
+                    let _ = old.tx.try_send(ServerLine::Event {
+                        event: Push::ShellDetached {
+                            session: self.session.clone(),
+                            shell: self.id,
+                            reason: "another client took over this shell".into(),
+                        },
+                    });
+                }
+                screen.driver = Some(sub);
+            }
+            AttachMode::Watch => {
+                if screen.driver.as_ref().is_some_and(|d| d.conn == sub.conn) {
+                    screen.driver = None;
+                }
+                screen.watchers.push(sub);
+            }
+        }
+        AttachReply {
+            shell: self.id,
+            cols: screen.cols,
+            rows: screen.rows,
+            screen: b64_encode(&screen.parser.screen().state_formatted()),
+            alive: screen.exit.is_none(),
+        }
+    }
+
+    pub fn detach(&self, conn: u64) {
+        let mut screen = self.lock();
+        screen.watchers.retain(|w| w.conn != conn);
+        if screen.driver.as_ref().is_some_and(|d| d.conn == conn) {
+            screen.driver = None;
+        }
+    }
+
+    pub fn is_driver(&self, conn: u64) -> bool {
+        self.lock().driver.as_ref().is_some_and(|d| d.conn == conn)
+    }
+
+    pub fn input(&self, data: Vec<u8>) -> Result<(), String> {
+        let mut screen = self.lock();
+        if screen.exit.is_some() {
+            return Err("the shell has exited".into());
+        }
+        self.record_locked(&mut screen, ChunkKind::Input, data.clone());
+        self.commands
+            .send(PtyCommand::Input(data))
+            .map_err(|_| "the shell has exited".to_string())
+    }
+
+    pub fn resize(&self, cols: u16, rows: u16) -> Result<(), String> {
+        if cols == 0 || rows == 0 || cols > 1000 || rows > 1000 {
+            return Err(format!("bad terminal size {cols}x{rows}"));
+        }
+        let mut screen = self.lock();
+        screen.parser.screen_mut().set_size(rows, cols);
+        screen.cols = cols;
+        screen.rows = rows;
+        let data = Chunk::resize(Utc::now(), 0, cols, rows).data;
+        self.record_locked(&mut screen, ChunkKind::Resize, data);
+        self.commands
+            .send(PtyCommand::Resize(cols, rows))
+            .map_err(|_| "the shell has exited".to_string())
+    }
+
+    pub fn kill(&self) {
+        let _ = self.commands.send(PtyCommand::Kill);
+    }
+
+    /// The screen's text (tests and status lines).
+    pub fn contents(&self) -> String {
+        self.lock().parser.screen().contents()
+    }
+
+    fn on_output(&self, bytes: &[u8]) {
+        let mut screen = self.lock();
+        screen.parser.process(bytes);
+        if bytes.windows(CURSOR_QUERY.len()).any(|w| w == CURSOR_QUERY) {
+            let (row, col) = screen.parser.screen().cursor_position();
+            let reply = format!("\x1b[{};{}R", row + 1, col + 1).into_bytes();
+            let _ = self.commands.send(PtyCommand::Input(reply));
+        }
+        self.record_locked(&mut screen, ChunkKind::Output, bytes.to_vec());
+        let line = ServerLine::Event {
+            event: Push::ShellOutput {
+                session: self.session.clone(),
+                shell: self.id,
+                data: b64_encode(bytes),
+            },
+        };
+        broadcast(&mut screen, &line);
+    }
+
+    fn on_exit(&self, exit: ShellExit) {
+        let mut screen = self.lock();
+        screen.exit = Some(exit);
+        let code = exit.code.unwrap_or(-exit.signal.unwrap_or(0));
+        self.record_locked(&mut screen, ChunkKind::Exit, code.to_be_bytes().to_vec());
+        let line = ServerLine::Event {
+            event: Push::ShellExited {
+                session: self.session.clone(),
+                shell: self.id,
+                code: exit.code,
+                signal: exit.signal,
+            },
+        };
+        broadcast(&mut screen, &line);
+    }
+}
+
+/// Sends to every attached client; one that cannot keep up is dropped, never waited for.
+fn broadcast(screen: &mut Screen, line: &ServerLine) {
+    if let Some(d) = &screen.driver
+        && d.tx.try_send(line.clone()).is_err()
+    {
+        screen.driver = None;
+    }
+    screen
+        .watchers
+        .retain(|w| w.tx.try_send(line.clone()).is_ok());
+}
+
+async fn pump_output(
+    host: Arc<ShellHost>,
+    mut output: mpsc::Receiver<Vec<u8>>,
+    mut exited: tokio::sync::oneshot::Receiver<ShellExit>,
+    on_exit: mpsc::UnboundedSender<ShellEnded>,
+) {
+    let unknown = ShellExit {
+        code: None,
+        signal: None,
+    };
+    let exit = loop {
+        tokio::select! {
+            bytes = output.recv() => match bytes {
+                Some(bytes) => host.on_output(&bytes),
+                None => break (&mut exited).await.unwrap_or(unknown),
+            },
+            exit = &mut exited => {
+                // The shell is gone; a background job may still hold the terminal
+                // open, so take what is already written and report the exit.
+                let drain_until = tokio::time::Instant::now() + Duration::from_millis(300);
+                while let Ok(Some(bytes)) = tokio::time::timeout_at(drain_until, output.recv()).await {
+                    host.on_output(&bytes);
+                }
+                break exit.unwrap_or(unknown);
+            }
+        }
+    };
+    host.on_exit(exit);
+    let _ = on_exit.send(ShellEnded {
+        shell: host.id,
+        exit,
+    });
+    // Keep streaming anything a leftover process still prints.
+    while let Some(bytes) = output.recv().await {
+        host.on_output(&bytes);
+    }
+}
+
+/// The thread that owns the PTY: applies commands, and reports the exit.
+fn own_pty(
+    mut pty: PtyShell,
+    commands: std::sync::mpsc::Receiver<PtyCommand>,
+    exited: tokio::sync::oneshot::Sender<ShellExit>,
+) {
+    use std::sync::mpsc::RecvTimeoutError;
+    loop {
+        if let Some(exit) = pty.try_wait() {
+            let _ = exited.send(exit);
+            return;
+        }
+        match commands.recv_timeout(Duration::from_millis(100)) {
+            Ok(PtyCommand::Input(bytes)) => {
+                if let Err(e) = pty.write_input(&bytes) {
+                    tracing::debug!("pty write failed: {e}");
+                }
+            }
+            Ok(PtyCommand::Resize(cols, rows)) => {
+                if let Err(e) = pty.resize(cols, rows) {
+                    tracing::debug!("pty resize failed: {e}");
+                }
+            }
+            Ok(PtyCommand::Kill) | Err(RecvTimeoutError::Disconnected) => {
+                pty.kill();
+                // Reap so the exit is reported.
+                for _ in 0..50 {
+                    if let Some(exit) = pty.try_wait() {
+                        let _ = exited.send(exit);
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                let _ = exited.send(ShellExit {
+                    code: None,
+                    signal: Some(libc::SIGKILL),
+                });
+                return;
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+    }
+}

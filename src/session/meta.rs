@@ -1,0 +1,66 @@
+//! What is fixed about a session when it is created.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::environment::ScoringPlan;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Human,
+    Agent,
+}
+
+impl Kind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Kind::Human => "human",
+            Kind::Agent => "agent",
+        }
+    }
+}
+
+impl std::str::FromStr for Kind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "human" => Ok(Kind::Human),
+            "agent" => Ok(Kind::Agent),
+            other => Err(format!(
+                "unknown session kind {other:?} (expected human or agent)"
+            )),
+        }
+    }
+}
+
+/// Immutable facts of a session, stored beside its event log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionMeta {
+    pub id: String,
+    pub env_id: String,
+    pub env_title: String,
+    pub env_dir: PathBuf,
+    pub manifest_hash: String,
+    pub profile: Option<String>,
+    pub participant: String,
+    pub kind: Kind,
+    /// The budget at creation; extensions are events.
+    pub budget_ms: u64,
+    pub workspace: PathBuf,
+    pub created_at: DateTime<Utc>,
+    pub allow_missing_hardware: bool,
+    /// What the hardware check found missing (recorded when allowed anyway).
+    pub hardware_missing: Vec<String>,
+    /// sha256 of each protected workspace file at creation.
+    pub protected: BTreeMap<String, String>,
+    /// The scoring plan at creation, so that the whole log is normalized alike.
+    pub scoring: ScoringPlan,
+    /// Credential of the participant; reaches only this session.
+    pub token: String,
+    /// Marker inherited by every process of the session (see `sandbox`).
+    pub sandbox_tag: String,
+}

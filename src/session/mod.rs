@@ -1,0 +1,14 @@
+//! Sessions: identity, the typed event log, the derived state and the clock.
+//! Pure: given events (and an injected clock), derive everything else.
+
+pub mod budget;
+pub mod clock;
+pub mod event;
+pub mod ids;
+pub mod meta;
+pub mod state;
+
+pub use clock::{LiveClock, ManualClock, MonotonicClock, SystemClock};
+pub use event::{EndReason, Event, EventKind, PauseReason, ScoreEntry, ScorePhase};
+pub use meta::{Kind, SessionMeta};
+pub use state::{Phase, SessionState};

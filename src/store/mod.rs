@@ -1,0 +1,277 @@
+//! The sled store: session metadata, append-only event logs, heartbeats and
+//! terminal recordings. Anything that changes state or score is flushed
+//! before the caller acknowledges it; terminal output is batched by the caller.
+//!
+//! Layout (one sled tree each):
+//! - `sessions`: id → `SessionMeta` (JSON)
+//! - `events/<id>`: seq (u64 BE) → `Event` (JSON)
+//! - `heartbeat`: id → `{at, active_ms}` (JSON), overwritten every few seconds
+//! - `rec/<id>`: (shell u32 BE, seq u64 BE) → `recording::Chunk` (binary)
+
+pub mod recording;
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::session::{Event, SessionMeta};
+pub use recording::{Chunk, ChunkKind};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "the database in {dir} is in use by another process (another rebench server owns this data dir); \
+         stop it (`rebench shutdown --data-dir {dir}`) or use another --data-dir"
+    )]
+    Locked { dir: PathBuf },
+    #[error(
+        "could not open the database in {dir}: {source}. The data dir may be damaged; \
+         keep a copy of it (cp -a) before trying anything else, and report the error"
+    )]
+    Open { dir: PathBuf, source: sled::Error },
+    #[error("database error: {0}")]
+    Db(#[from] sled::Error),
+    #[error("stored record {what} is unreadable: {message}")]
+    Corrupt { what: String, message: String },
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    pub at: DateTime<Utc>,
+    pub active_ms: u64,
+}
+
+#[derive(Clone)]
+pub struct Store {
+    db: sled::Db,
+    sessions: sled::Tree,
+    heartbeats: sled::Tree,
+    dir: PathBuf,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("dir", &self.dir).finish()
+    }
+}
+
+fn is_lock_error(err: &sled::Error) -> bool {
+    match err {
+        sled::Error::Io(io) => {
+            io.kind() == std::io::ErrorKind::WouldBlock
+                || io.raw_os_error() == Some(libc::EWOULDBLOCK)
+                || io.to_string().contains("lock")
+        }
+        _ => false,
+    }
+}
+
+impl Store {
+    /// Opens (or creates) the database at `dir`.
+    pub fn open(dir: &Path) -> Result<Store> {
+        let db = sled::Config::new()
+            .path(dir)
+            // A backstop; state changes are flushed explicitly before they are acknowledged.
+            .flush_every_ms(Some(200))
+            .open()
+            .map_err(|source| {
+                if is_lock_error(&source) {
+                    StoreError::Locked {
+                        dir: dir.to_path_buf(),
+                    }
+                } else {
+                    StoreError::Open {
+                        dir: dir.to_path_buf(),
+                        source,
+                    }
+                }
+            })?;
+        let sessions = db.open_tree("sessions")?;
+        let heartbeats = db.open_tree("heartbeat")?;
+        Ok(Store {
+            db,
+            sessions,
+            heartbeats,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn events_tree(&self, id: &str) -> Result<sled::Tree> {
+        Ok(self.db.open_tree(format!("events/{id}"))?)
+    }
+
+    fn recording_tree(&self, id: &str) -> Result<sled::Tree> {
+        Ok(self.db.open_tree(format!("rec/{id}"))?)
+    }
+
+    /// Makes everything written so far durable.
+    pub async fn flush(&self) -> Result<()> {
+        self.db.flush_async().await?;
+        Ok(())
+    }
+
+    pub fn flush_blocking(&self) -> Result<()> {
+        self.db.flush()?;
+        Ok(())
+    }
+
+    /// Stores a new session's metadata and its first event, durably.
+    pub async fn create_session(&self, meta: &SessionMeta, first: &Event) -> Result<()> {
+        let bytes = to_json(meta)?;
+        if self
+            .sessions
+            .compare_and_swap(meta.id.as_bytes(), None as Option<&[u8]>, Some(bytes))?
+            .is_err()
+        {
+            return Err(StoreError::Corrupt {
+                what: format!("session {}", meta.id),
+                message: "a session with this id already exists".into(),
+            });
+        }
+        self.events_tree(&meta.id)?
+            .insert(first.seq.to_be_bytes(), to_json(first)?)?;
+        self.flush().await
+    }
+
+    pub fn session(&self, id: &str) -> Result<Option<SessionMeta>> {
+        match self.sessions.get(id.as_bytes())? {
+            Some(bytes) => Ok(Some(from_json(&bytes, &format!("session {id}"))?)),
+            None => Ok(None),
+        }
+    }
+
+    pub fn sessions(&self) -> Result<Vec<SessionMeta>> {
+        let mut out = Vec::new();
+        for item in self.sessions.iter() {
+            let (key, bytes) = item?;
+            let what = format!("session {}", String::from_utf8_lossy(&key));
+            out.push(from_json(&bytes, &what)?);
+        }
+        Ok(out)
+    }
+
+    /// Appends an event durably. The caller assigns `seq` (it owns the session's order).
+    pub async fn append(&self, session: &str, event: &Event) -> Result<()> {
+        self.append_unflushed(session, event)?;
+        self.flush().await
+    }
+
+    /// Appends without waiting for the disk (for events whose loss is harmless).
+    pub fn append_unflushed(&self, session: &str, event: &Event) -> Result<()> {
+        let tree = self.events_tree(session)?;
+        let key = event.seq.to_be_bytes();
+        if tree.contains_key(key)? {
+            return Err(StoreError::Corrupt {
+                what: format!("event {session}/{}", event.seq),
+                message: "an event with this sequence number already exists".into(),
+            });
+        }
+        tree.insert(key, to_json(event)?)?;
+        Ok(())
+    }
+
+    pub fn events(&self, session: &str) -> Result<Vec<Event>> {
+        let tree = self.events_tree(session)?;
+        let mut out = Vec::new();
+        for item in tree.iter() {
+            let (key, bytes) = item?;
+            let seq = key_u64(&key);
+            out.push(from_json(&bytes, &format!("event {session}/{seq}"))?);
+        }
+        Ok(out)
+    }
+
+    pub async fn set_heartbeat(&self, session: &str, beat: Heartbeat) -> Result<()> {
+        self.heartbeats
+            .insert(session.as_bytes(), to_json(&beat)?)?;
+        self.flush().await
+    }
+
+    pub fn heartbeat(&self, session: &str) -> Result<Option<Heartbeat>> {
+        match self.heartbeats.get(session.as_bytes())? {
+            Some(bytes) => Ok(Some(from_json(&bytes, &format!("heartbeat {session}"))?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Records a terminal chunk. Not flushed: the recorder flushes in batches.
+    pub fn record(&self, session: &str, shell: u32, seq: u64, chunk: &Chunk) -> Result<()> {
+        let mut key = [0u8; 12];
+        key[..4].copy_from_slice(&shell.to_be_bytes());
+        key[4..].copy_from_slice(&seq.to_be_bytes());
+        self.recording_tree(session)?.insert(key, chunk.encode())?;
+        Ok(())
+    }
+
+    /// The next free chunk number of a shell's recording (after a restart).
+    pub fn next_chunk_seq(&self, session: &str, shell: u32) -> Result<u64> {
+        let tree = self.recording_tree(session)?;
+        let prefix = shell.to_be_bytes();
+        Ok(match tree.scan_prefix(prefix).next_back() {
+            Some(item) => key_u64(&item?.0[4..]) + 1,
+            None => 0,
+        })
+    }
+
+    /// All chunks of one shell's recording, in order.
+    pub fn recording(&self, session: &str, shell: u32) -> Result<Vec<Chunk>> {
+        let tree = self.recording_tree(session)?;
+        let mut out = Vec::new();
+        for item in tree.scan_prefix(shell.to_be_bytes()) {
+            let (key, bytes) = item?;
+            let chunk = Chunk::decode(&bytes).map_err(|message| StoreError::Corrupt {
+                what: format!("recording {session}/{shell}/{}", key_u64(&key[4..])),
+                message,
+            })?;
+            out.push(chunk);
+        }
+        Ok(out)
+    }
+
+    /// Shell numbers that have a recording.
+    pub fn recorded_shells(&self, session: &str) -> Result<Vec<u32>> {
+        let tree = self.recording_tree(session)?;
+        let mut shells = Vec::new();
+        let mut next = Some(0u32);
+        while let Some(shell) = next {
+            match tree.range(shell.to_be_bytes()..).next() {
+                Some(item) => {
+                    let (key, _) = item?;
+                    let found = u32::from_be_bytes([key[0], key[1], key[2], key[3]]);
+                    shells.push(found);
+                    next = found.checked_add(1);
+                }
+                None => next = None,
+            }
+        }
+        Ok(shells)
+    }
+}
+
+fn key_u64(bytes: &[u8]) -> u64 {
+    let mut buf = [0u8; 8];
+    let n = bytes.len().min(8);
+    buf[8 - n..].copy_from_slice(&bytes[bytes.len() - n..]);
+    u64::from_be_bytes(buf)
+}
+
+fn to_json<T: Serialize>(value: &T) -> Result<Vec<u8>> {
+    serde_json::to_vec(value).map_err(|e| StoreError::Corrupt {
+        what: "value to store".into(),
+        message: e.to_string(),
+    })
+}
+
+fn from_json<T: for<'de> Deserialize<'de>>(bytes: &[u8], what: &str) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
+        what: what.into(),
+        message: e.to_string(),
+    })
+}
