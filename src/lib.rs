@@ -4,6 +4,8 @@
 //! `scoring` → `server` → `protocol`/`client` → `cli`. Inner layers never
 //! import outer ones (the protocol's plain types are shared by both ends).
 
+pub mod cli;
+pub mod client;
 pub mod environment;
 pub mod paths;
 pub mod protocol;

@@ -141,6 +141,10 @@ pub enum Request {
         #[serde(default)]
         session: Option<String>,
     },
+    /// The participant socket and token of a session, for an agent scaffold (admin only).
+    Credentials {
+        session: String,
+    },
     Shutdown,
 }
 
@@ -169,7 +173,8 @@ impl Request {
             | ShellDetach { session, .. }
             | ShellInput { session, .. }
             | ShellResize { session, .. }
-            | ShellClose { session, .. } => Some(session),
+            | ShellClose { session, .. }
+            | Credentials { session } => Some(session),
             Subscribe { session } => session.as_deref(),
             Hello { .. } | CreateSession(_) | ListSessions | Shutdown => None,
         }

@@ -258,3 +258,11 @@ pub struct HelloReply {
     pub role: String,
     pub session: Option<String>,
 }
+
+/// Reply to `credentials`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Credentials {
+    pub session: String,
+    pub socket: String,
+    pub token: String,
+}

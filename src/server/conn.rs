@@ -557,6 +557,14 @@ async fn run_request(
             host.shell(shell)?.kill();
             json(serde_json::json!({}))
         }
+        Request::Credentials { session } => {
+            let host = hub.host(&session)?;
+            json(crate::protocol::Credentials {
+                session: session.clone(),
+                socket: hub.paths.participant_socket().display().to_string(),
+                token: host.meta.token.clone(),
+            })
+        }
         Request::Hello { .. }
         | Request::ShellInput { .. }
         | Request::ShellResize { .. }

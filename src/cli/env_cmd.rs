@@ -1,0 +1,279 @@
+//! `rebench env …`: environment tools that need no server.
+
+use std::path::Path;
+
+use anyhow::Context;
+use clap::Subcommand;
+
+use crate::environment::duration::format_duration;
+use crate::environment::{Environment, ScoringPlan, discovery, files, hardware, validate};
+use crate::paths::DataPaths;
+use crate::scoring::{OUTPUT_LIMIT, ScorerInvocation, run_scorer};
+
+#[derive(Debug, Subcommand)]
+pub enum EnvCommand {
+    /// Environments on the search path.
+    List,
+    /// One environment: manifest, profiles, hardware check.
+    Show { env: String },
+    /// Check an environment folder; every problem is reported with file and field (exit 1).
+    Validate { path: String },
+    /// Measure `starting` and `reference` on this machine (scorer on the starting and reference solutions).
+    Calibrate {
+        env: String,
+        #[arg(long)]
+        profile: Option<String>,
+        #[arg(long, default_value_t = 3)]
+        runs: u32,
+    },
+}
+
+pub fn run(command: EnvCommand, paths: &DataPaths, json: bool) -> anyhow::Result<i32> {
+    let search = discovery::search_path(&paths.root);
+    match command {
+        EnvCommand::List => {
+            let found = discovery::list(&search);
+            if json {
+                let items: Vec<serde_json::Value> = found
+                    .iter()
+                    .map(|(dir, env)| match env {
+                        Ok(env) => serde_json::json!({
+                            "id": env.id(), "title": env.manifest.title, "summary": env.manifest.summary,
+                            "path": env.dir, "profiles": env.profile_names(), "valid": true,
+                        }),
+                        Err(e) => serde_json::json!({"path": dir, "valid": false, "error": e.to_string()}),
+                    })
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&items)?);
+            } else if found.is_empty() {
+                let places: Vec<String> = search.iter().map(|p| p.display().to_string()).collect();
+                println!("no environments found (looked in {})", places.join(", "));
+            } else {
+                for (dir, env) in &found {
+                    match env {
+                        Ok(env) => println!(
+                            "{:<24} {}  [{}]",
+                            env.id(),
+                            env.manifest.title,
+                            env.profile_names().join(", ")
+                        ),
+                        Err(e) => println!(
+                            "{:<24} INVALID: {}",
+                            dir.display(),
+                            first_line(&e.to_string())
+                        ),
+                    }
+                }
+            }
+            Ok(0)
+        }
+        EnvCommand::Show { env } => {
+            let env = discovery::resolve(&env, &search)?;
+            show(&env, json)?;
+            Ok(0)
+        }
+        EnvCommand::Validate { path } => {
+            let problems = validate(Path::new(&path));
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"valid": problems.is_empty(), "problems": problems})
+                );
+            } else if problems.is_empty() {
+                println!("{path}: valid");
+            } else {
+                for p in &problems {
+                    println!("{p}");
+                }
+                eprintln!("{} problem(s)", problems.len());
+            }
+            Ok(if problems.is_empty() { 0 } else { 1 })
+        }
+        EnvCommand::Calibrate { env, profile, runs } => {
+            let env = discovery::resolve(&env, &search)?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(calibrate(&env, profile.as_deref(), runs.max(1), json))
+        }
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}
+
+fn show(env: &Environment, json: bool) -> anyhow::Result<()> {
+    let missing = hardware::missing(&env.hardware(), &hardware::HardwareInfo::detect());
+    let mut plans = Vec::new();
+    for name in std::iter::once(None).chain(env.profile_names().into_iter().map(Some)) {
+        plans.push(env.scoring(name.as_deref())?);
+    }
+    if json {
+        let value = serde_json::json!({
+            "id": env.id(), "title": env.manifest.title, "summary": env.manifest.summary,
+            "path": env.dir, "manifest_hash": env.manifest_hash,
+            "instructions": env.instructions_path(), "workspace": env.workspace_dir(),
+            "budget": env.manifest.budget, "hardware": env.manifest.hardware,
+            "hardware_missing": missing, "default_profile": env.manifest.default_profile,
+            "scoring": plans,
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(());
+    }
+    let m = &env.manifest;
+    println!("{} — {}\n{}\n", m.id, m.title, m.summary);
+    println!("folder        {}", env.dir.display());
+    println!("instructions  {}", env.instructions_path().display());
+    println!(
+        "budget        {} (presets {})",
+        m.budget.default,
+        m.budget.presets.join(", ")
+    );
+    let h = &m.hardware;
+    println!(
+        "hardware      {} GPU(s){}, {} CPU(s), {} GB: {}",
+        h.gpus,
+        h.gpu_model
+            .as_deref()
+            .map(|g| format!(" {g}"))
+            .unwrap_or_default(),
+        h.cpus,
+        h.memory_gb,
+        if missing.is_empty() {
+            "available here".to_string()
+        } else {
+            format!("MISSING here: {}", missing.join("; "))
+        }
+    );
+    println!(
+        "scoring       {} ({}), {:?} of the log, visible: {}",
+        m.scoring.metric.name, m.scoring.metric.unit, m.scoring.aggregate, m.scoring.visible
+    );
+    for plan in &plans {
+        println!(
+            "  profile {:<8} starting {} → reference {} ({}), timeout {}",
+            plan.profile.as_deref().unwrap_or("(base)"),
+            plan.normalizer.starting,
+            plan.normalizer.reference,
+            plan.normalizer.transform,
+            format_duration(plan.timeout)
+        );
+    }
+    if let Some(d) = &m.default_profile {
+        println!("default profile: {d}");
+    }
+    Ok(())
+}
+
+async fn run_once(
+    env: &Environment,
+    plan: &ScoringPlan,
+    workspace: &Path,
+) -> crate::scoring::ScorerOutcome {
+    let invocation = ScorerInvocation {
+        argv: plan.argv(&env.dir, workspace),
+        cwd: workspace.to_path_buf(),
+        env: plan.scorer_env(&env.dir, workspace).into_iter().collect(),
+        env_remove: vec![],
+        timeout: plan.timeout,
+        output_limit: OUTPUT_LIMIT,
+    };
+    run_scorer(&invocation).await
+}
+
+async fn measure(
+    env: &Environment,
+    plan: &ScoringPlan,
+    workspace: &Path,
+    runs: u32,
+    label: &str,
+    json: bool,
+) -> anyhow::Result<Option<f64>> {
+    let mut values = Vec::new();
+    for i in 1..=runs {
+        let outcome = run_once(env, plan, workspace).await;
+        if !json {
+            eprintln!(
+                "{label} run {i}/{runs}: {}",
+                if outcome.valid {
+                    format!("{:?}", outcome.raw.unwrap_or(f64::NAN))
+                } else {
+                    format!("INVALID: {}", outcome.message)
+                }
+            );
+        }
+        if let Some(raw) = outcome.raw.filter(|_| outcome.valid) {
+            values.push(raw);
+        }
+    }
+    values.sort_by(|a, b| a.total_cmp(b));
+    Ok(values
+        .get(values.len() / 2)
+        .copied()
+        .filter(|_| !values.is_empty()))
+}
+
+async fn calibrate(
+    env: &Environment,
+    profile: Option<&str>,
+    runs: u32,
+    json: bool,
+) -> anyhow::Result<i32> {
+    let plan = env.scoring(profile)?;
+    let temp = tempdir()?;
+    let starting_ws = temp.join("starting");
+    files::copy_workspace(&env.workspace_dir(), &starting_ws)
+        .context("copying the starting workspace")?;
+    let starting = measure(env, &plan, &starting_ws, runs, "starting", json).await?;
+    let reference = match env.reference_dir() {
+        Some(reference_dir) => {
+            let reference_ws = temp.join("reference");
+            files::copy_workspace(&env.workspace_dir(), &reference_ws)?;
+            files::overlay(&reference_dir, &reference_ws)
+                .context("laying the reference solution over the workspace")?;
+            measure(env, &plan, &reference_ws, runs, "reference", json).await?
+        }
+        None => None,
+    };
+    let _ = std::fs::remove_dir_all(&temp);
+    let profile_name = plan.profile.clone().unwrap_or_else(|| "(base)".into());
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"env": env.id(), "profile": plan.profile, "runs": runs, "starting": starting, "reference": reference})
+        );
+    } else {
+        println!("measured on this machine, median of {runs} run(s), profile {profile_name}:");
+        println!(
+            "starting = {}",
+            starting.map_or("no valid run".into(), |v| v.to_string())
+        );
+        match (&reference, env.reference_dir()) {
+            (_, None) => println!("reference: the environment has no reference/ folder"),
+            (Some(v), _) => println!("reference = {v}"),
+            (None, _) => println!("reference = no valid run"),
+        }
+        println!(
+            "(manifest now: starting = {}, reference = {})",
+            plan.normalizer.starting, plan.normalizer.reference
+        );
+    }
+    Ok(
+        if starting.is_some() && (reference.is_some() || env.reference_dir().is_none()) {
+            0
+        } else {
+            1
+        },
+    )
+}
+
+fn tempdir() -> anyhow::Result<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join(format!(
+        "rebench-calibrate-{}-{}",
+        std::process::id(),
+        crate::session::ids::new_secret()
+    ));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}

@@ -1,0 +1,220 @@
+//! The `rebench` command line: argument parsing and thin dispatch to the
+//! client (server-side commands) or to local environment tools.
+
+mod attach;
+mod env_cmd;
+mod print;
+mod session_cmd;
+mod task;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::paths::DataPaths;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "rebench",
+    version,
+    about = "Timed research-engineering sessions for humans and agents (RE-Bench style)"
+)]
+pub struct Cli {
+    /// The data dir (database, workspaces, sockets). Default: $REBENCH_DATA_DIR, else ~/.local/share/rebench.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Print machine-readable JSON (field names in the README).
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the runner server in the foreground (other commands start it in the background).
+    Serve,
+    /// Stop the data dir's server (running sessions are paused first, so no budget is lost).
+    Shutdown,
+    /// Environments: list, show, validate, calibrate.
+    #[command(subcommand)]
+    Env(env_cmd::EnvCommand),
+    /// Create a session (its starting solution is scored) and print its id.
+    New(NewArgs),
+    /// Create a session, start its clock and attach a shell to this terminal.
+    Start(NewArgs),
+    /// Start a session's clock.
+    Begin { session: String },
+    /// Attach this terminal to a session's shell (detach with Ctrl-\).
+    Attach {
+        session: String,
+        /// Shell number (default: the first live shell, or a new one).
+        #[arg(long)]
+        shell: Option<u32>,
+        /// Watch read-only instead of driving.
+        #[arg(long)]
+        watch: bool,
+    },
+    /// List sessions.
+    Sessions,
+    /// Show one session with its score log.
+    Show { session: String },
+    /// The session's full event log (JSON lines).
+    Events { session: String },
+    /// Take a score now.
+    Score { session: String },
+    /// Pause the clock and freeze the session's processes.
+    Pause {
+        session: String,
+        /// break, proctor, technical_issue, api_outage
+        #[arg(long)]
+        reason: String,
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Resume the clock and thaw the session's processes.
+    Resume { session: String },
+    /// Extend the budget.
+    Extend {
+        session: String,
+        /// A duration such as 30m or 1h30m.
+        #[arg(long = "by", value_name = "DURATION")]
+        by: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Add a note to the session log.
+    Note { session: String, text: Vec<String> },
+    /// Submit: take the final score and end the session.
+    Submit { session: String },
+    /// End the session without a final score.
+    End {
+        session: String,
+        /// ended_by_proctor (default) or abandoned
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Run a command in the session (as an agent does); the exit code is propagated.
+    Exec {
+        session: String,
+        /// Timeout, e.g. 60s (default 10m).
+        #[arg(long)]
+        timeout: Option<String>,
+        /// Working directory, relative to the workspace.
+        #[arg(long)]
+        cwd: Option<String>,
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Run an agent scaffold with the session's socket and token in its environment.
+    Agent {
+        session: String,
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Commands for inside a session (they use REBENCH_SOCKET, REBENCH_SESSION, REBENCH_TOKEN).
+    #[command(subcommand)]
+    Task(task::TaskCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct NewArgs {
+    /// Environment id (searched in ./environments, <data-dir>/environments, $REBENCH_ENVIRONMENTS) or folder.
+    pub env: String,
+    #[arg(long)]
+    pub participant: String,
+    /// human or agent
+    #[arg(long, default_value = "human")]
+    pub kind: String,
+    /// Budget, e.g. 8h, 90m, 1h30m (default: the environment's).
+    #[arg(long)]
+    pub budget: Option<String>,
+    /// Scoring profile, e.g. smoke or full.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Start even when the machine lacks the environment's hardware (recorded on the session).
+    #[arg(long)]
+    pub allow_missing_hardware: bool,
+}
+
+/// Runs the CLI; returns the process exit code.
+pub fn run(cli: Cli) -> i32 {
+    let paths = DataPaths::resolve(cli.data_dir.as_deref());
+    let json = cli.json;
+    match cli.command {
+        Command::Serve => serve(paths),
+        Command::Env(cmd) => report(env_cmd::run(cmd, &paths, json)),
+        Command::Task(cmd) => report(block_on(task::run(cmd, json))),
+        other => report(block_on(session_cmd::run(other, &paths, json))),
+    }
+}
+
+fn block_on<F: std::future::Future<Output = anyhow::Result<i32>>>(
+    future: F,
+) -> anyhow::Result<i32> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(future)
+}
+
+fn report(result: anyhow::Result<i32>) -> i32 {
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("rebench: {e:#}");
+            1
+        }
+    }
+}
+
+fn serve(paths: DataPaths) -> i32 {
+    if let Err(e) = paths.create() {
+        eprintln!(
+            "rebench: cannot create the data dir {}: {e}",
+            paths.root.display()
+        );
+        return 1;
+    }
+    init_server_log(&paths);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("rebench: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    match runtime.block_on(crate::server::serve(paths.clone())) {
+        Ok(()) => 0,
+        Err(e) => {
+            tracing::error!("server stopped: {e:#}");
+            eprintln!("rebench serve ({}): {e:#}", paths.root.display());
+            if e.downcast_ref::<crate::server::LockError>().is_some() {
+                3
+            } else {
+                1
+            }
+        }
+    }
+}
+
+/// The server logs to `<data-dir>/rebench.log`, never to a terminal.
+fn init_server_log(paths: &DataPaths) {
+    let Ok(file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(paths.log_file())
+    else {
+        return;
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("REBENCH_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(file))
+        .try_init();
+}

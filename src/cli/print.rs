@@ -1,0 +1,177 @@
+//! Human-readable output of views. `--json` prints the views themselves.
+
+use crate::protocol::{ScoreView, SessionView};
+
+/// `1:02:03` or `4:05` (minutes:seconds under an hour).
+pub fn clock(seconds: f64) -> String {
+    let total = seconds.max(0.0).round() as u64;
+    let (h, m, s) = (total / 3600, (total / 60) % 60, total % 60);
+    if h > 0 {
+        format!("{h}:{m:02}:{s:02}")
+    } else {
+        format!("{m}:{s:02}")
+    }
+}
+
+fn number(x: Option<f64>) -> String {
+    match x {
+        Some(v) if v.abs() >= 1000.0 || v == v.trunc() => format!("{v:.1}"),
+        Some(v) => format!("{v:.4}"),
+        None => "-".into(),
+    }
+}
+
+pub fn state_line(v: &SessionView) -> String {
+    match (&v.pause_reason, &v.end_reason) {
+        (_, Some(end)) => format!("ENDED ({end})"),
+        (Some(p), None) => format!("PAUSED ({p})"),
+        (None, None) => v.state.to_uppercase(),
+    }
+}
+
+pub fn score_line(s: &ScoreView, unit: &str) -> String {
+    if s.hidden && s.raw.is_none() {
+        return format!("#{:<3} {:>8}  {}", s.seq, clock(s.active_s), s.message);
+    }
+    let validity = match s.valid {
+        Some(true) => "",
+        Some(false) => "INVALID ",
+        None => "",
+    };
+    format!(
+        "#{:<3} {:>8}  raw {:>10} {unit:<4} normalized {:>7}  {validity}{}",
+        s.seq,
+        clock(s.active_s),
+        number(s.raw),
+        number(s.normalized),
+        s.message
+    )
+}
+
+pub fn session(v: &SessionView) -> String {
+    let mut out = String::new();
+    let profile = v
+        .profile
+        .as_deref()
+        .map(|p| format!(", profile {p}"))
+        .unwrap_or_default();
+    out.push_str(&format!(
+        "session {}: {} ({}{profile})\n",
+        v.id, v.title, v.environment
+    ));
+    out.push_str(&format!(
+        "participant {} ({}), {}\n",
+        v.participant,
+        v.kind,
+        state_line(v)
+    ));
+    out.push_str(&format!(
+        "budget {}, active {}, remaining {}\n",
+        clock(v.budget_s),
+        clock(v.active_s),
+        clock(v.remaining_s)
+    ));
+    out.push_str(&format!("workspace {}\n", v.workspace));
+    if !v.hardware_missing.is_empty() {
+        out.push_str(&format!(
+            "hardware missing (allowed): {}\n",
+            v.hardware_missing.join("; ")
+        ));
+    }
+    if let Some(f) = &v.final_score {
+        out.push_str(&format!(
+            "final score: raw {} {}, normalized {}\n",
+            number(Some(f.raw)),
+            v.unit,
+            number(Some(f.normalized))
+        ));
+    } else if !v.visible {
+        out.push_str("final score: hidden\n");
+    }
+    if !v.pauses.is_empty() {
+        out.push_str("pauses:\n");
+        for p in &v.pauses {
+            let end = p
+                .end
+                .map(|e| e.format("%H:%M:%S").to_string())
+                .unwrap_or_else(|| "now".into());
+            out.push_str(&format!(
+                "  {} by {}: {} – {end}\n",
+                p.reason,
+                p.by,
+                p.start.format("%H:%M:%S")
+            ));
+        }
+    }
+    for e in &v.extensions {
+        out.push_str(&format!(
+            "extended by {} by {}: {}\n",
+            clock(e.by_s),
+            e.by,
+            e.reason
+        ));
+    }
+    for n in &v.notes {
+        out.push_str(&format!(
+            "note at {} by {}: {}\n",
+            clock(n.active_s),
+            n.by,
+            n.text
+        ));
+    }
+    if let Some(scores) = &v.scores {
+        out.push_str(&format!("scores ({}, {}):\n", v.metric, v.aggregate));
+        for s in scores {
+            out.push_str(&format!("  {}\n", score_line(s, &v.unit)));
+        }
+    }
+    out
+}
+
+pub fn sessions_table(views: &[SessionView]) -> String {
+    let mut out = format!(
+        "{:<8} {:<16} {:<6} {:<18} {:<24} {:>9} {:>9} {:>6} {:>7}\n",
+        "ID", "PARTICIPANT", "KIND", "ENVIRONMENT", "STATE", "ACTIVE", "LEFT", "SCORES", "BEST"
+    );
+    for v in views {
+        let best = match &v.final_score {
+            Some(f) => format!("{:.3}", f.normalized),
+            None if !v.visible => "hidden".into(),
+            None => "-".into(),
+        };
+        out.push_str(&format!(
+            "{:<8} {:<16} {:<6} {:<18} {:<24} {:>9} {:>9} {:>6} {:>7}\n",
+            v.id,
+            truncate(&v.participant, 16),
+            v.kind,
+            truncate(&v.environment, 18),
+            truncate(&state_line(v), 24),
+            clock(v.active_s),
+            clock(v.remaining_s),
+            v.score_count,
+            best
+        ));
+    }
+    out
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        s.chars().take(n - 1).chain(['…']).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clocks_read_like_clocks() {
+        assert_eq!(clock(0.0), "0:00");
+        assert_eq!(clock(65.4), "1:05");
+        assert_eq!(clock(3600.0 * 8.0), "8:00:00");
+        assert_eq!(clock(-3.0), "0:00");
+    }
+}

@@ -1,0 +1,289 @@
+//! Commands that talk to the server on the admin socket.
+
+use anyhow::{Context, bail};
+
+use crate::client::Client;
+use crate::environment::discovery;
+use crate::environment::duration::parse_duration;
+use crate::paths::DataPaths;
+use crate::protocol::{CreateSession, Credentials, ExecReply, Request, ScoreView, SessionView};
+
+use super::print;
+use super::{Command, NewArgs};
+
+fn admin_name() -> String {
+    let user = std::env::var("USER").unwrap_or_else(|_| "admin".into());
+    format!("{user} (cli)")
+}
+
+pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Result<i32> {
+    let mut client = Client::connect_admin(paths, &admin_name()).await?;
+    let show = |v: &SessionView| {
+        if json {
+            println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+        } else {
+            print!("{}", print::session(v));
+        }
+    };
+    match command {
+        Command::Shutdown => {
+            client.request(Request::Shutdown).await?;
+            if !json {
+                println!("server for {} is stopping", paths.root.display());
+            }
+        }
+        Command::New(args) => {
+            let view = create(&mut client, args, paths).await?;
+            if json {
+                println!("{}", serde_json::json!({"id": view.id}));
+            } else {
+                println!("{}", view.id);
+            }
+        }
+        Command::Start(args) => {
+            let view = create(&mut client, args, paths).await?;
+            return super::attach::start_and_attach(client, paths, view).await;
+        }
+        Command::Begin { session } => show(&client.call(Request::Begin { session }).await?),
+        Command::Attach {
+            session,
+            shell,
+            watch,
+        } => {
+            return super::attach::attach(client, &session, shell, watch).await;
+        }
+        Command::Sessions => {
+            let views: Vec<SessionView> = client.call(Request::ListSessions).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&views)?);
+            } else {
+                print!("{}", print::sessions_table(&views));
+            }
+        }
+        Command::Show { session } => show(&client.call(Request::Show { session }).await?),
+        Command::Events { session } => {
+            let events: Vec<serde_json::Value> = client.call(Request::Events { session }).await?;
+            for e in events {
+                println!("{}", serde_json::to_string(&e)?);
+            }
+        }
+        Command::Score { session } => {
+            let view: SessionView = client
+                .call(Request::Show {
+                    session: session.clone(),
+                })
+                .await?;
+            let score: ScoreView = client.call(Request::Score { session }).await?;
+            print_score(&score, &view.unit, json);
+        }
+        Command::Pause {
+            session,
+            reason,
+            note,
+        } => {
+            let reason = reason.parse().map_err(anyhow::Error::msg)?;
+            show(
+                &client
+                    .call(Request::Pause {
+                        session,
+                        reason,
+                        note,
+                    })
+                    .await?,
+            );
+        }
+        Command::Resume { session } => show(&client.call(Request::Resume { session }).await?),
+        Command::Extend {
+            session,
+            by,
+            reason,
+        } => {
+            let by_s = parse_duration(&by)
+                .map_err(anyhow::Error::msg)
+                .context("--by")?
+                .as_secs();
+            show(
+                &client
+                    .call(Request::Extend {
+                        session,
+                        by_s,
+                        reason,
+                    })
+                    .await?,
+            );
+        }
+        Command::Note { session, text } => {
+            show(
+                &client
+                    .call(Request::Note {
+                        session,
+                        text: text.join(" "),
+                    })
+                    .await?,
+            );
+        }
+        Command::Submit { session } => show(&client.call(Request::Submit { session }).await?),
+        Command::End { session, reason } => {
+            show(&client.call(Request::End { session, reason }).await?)
+        }
+        Command::Exec {
+            session,
+            timeout,
+            cwd,
+            command,
+        } => {
+            let timeout_s = match timeout {
+                Some(t) => Some(
+                    parse_duration(&t)
+                        .map_err(anyhow::Error::msg)
+                        .context("--timeout")?
+                        .as_secs_f64(),
+                ),
+                None => None,
+            };
+            let reply: ExecReply = client
+                .call(Request::Exec {
+                    session,
+                    command: join_command(&command),
+                    timeout_s,
+                    cwd,
+                })
+                .await?;
+            return Ok(print_exec(&reply, json));
+        }
+        Command::Agent { session, command } => {
+            let creds: Credentials = client.call(Request::Credentials { session }).await?;
+            drop(client);
+            let (program, args) = command.split_first().context("agent needs a command")?;
+            let status = tokio::process::Command::new(program)
+                .args(args)
+                .env("REBENCH_SOCKET", &creds.socket)
+                .env("REBENCH_SESSION", &creds.session)
+                .env("REBENCH_TOKEN", &creds.token)
+                .status()
+                .await
+                .with_context(|| format!("cannot run {program}"))?;
+            return Ok(exit_code(
+                status.code(),
+                std::os::unix::process::ExitStatusExt::signal(&status),
+                false,
+            ));
+        }
+        Command::Serve | Command::Env(_) | Command::Task(_) => bail!("not a server command"),
+    }
+    Ok(0)
+}
+
+async fn create(
+    client: &mut Client,
+    args: NewArgs,
+    paths: &DataPaths,
+) -> anyhow::Result<SessionView> {
+    let env = discovery::resolve(&args.env, &discovery::search_path(&paths.root))?;
+    let budget_s = match &args.budget {
+        Some(b) => Some(
+            parse_duration(b)
+                .map_err(anyhow::Error::msg)
+                .context("--budget")?
+                .as_secs(),
+        ),
+        None => None,
+    };
+    let kind = args
+        .kind
+        .parse()
+        .map_err(anyhow::Error::msg)
+        .context("--kind")?;
+    let request = CreateSession {
+        env_dir: env.dir.display().to_string(),
+        participant: args.participant,
+        kind,
+        budget_s,
+        profile: args.profile,
+        allow_missing_hardware: args.allow_missing_hardware,
+    };
+    Ok(client.call(Request::CreateSession(request)).await?)
+}
+
+pub fn print_score(score: &ScoreView, unit: &str, json: bool) {
+    if json {
+        let value = serde_json::json!({
+            "seq": score.seq,
+            "raw": score.raw,
+            "normalized": score.normalized,
+            "valid": score.valid,
+            "message": score.message,
+            "hidden": score.hidden,
+        });
+        println!("{value}");
+    } else {
+        println!("{}", print::score_line(score, unit));
+    }
+}
+
+pub fn print_exec(reply: &ExecReply, json: bool) -> i32 {
+    if json {
+        println!("{}", serde_json::to_string(reply).unwrap_or_default());
+    } else {
+        print!("{}", reply.stdout);
+        eprint!("{}", reply.stderr);
+        if reply.stdout_truncated || reply.stderr_truncated {
+            eprintln!("[rebench: output truncated]");
+        }
+        if reply.timed_out {
+            eprintln!(
+                "[rebench: timed out after {:.1}s; the command's process group was killed]",
+                reply.duration_ms as f64 / 1000.0
+            );
+        }
+    }
+    exit_code(reply.exit_code, reply.signal, reply.timed_out)
+}
+
+/// The shell convention: the exit code, 128+signal, 124 for a timeout.
+fn exit_code(code: Option<i32>, signal: Option<i32>, timed_out: bool) -> i32 {
+    if timed_out {
+        return 124;
+    }
+    code.or(signal.map(|s| 128 + s)).unwrap_or(1)
+}
+
+/// One argument is taken as a shell command line; several are quoted and joined.
+pub fn join_command(args: &[String]) -> String {
+    if args.len() == 1 {
+        return args[0].clone();
+    }
+    args.iter()
+        .map(|a| shell_quote(a))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn shell_quote(arg: &str) -> String {
+    if !arg.is_empty()
+        && arg
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b))
+    {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_quoted_for_the_shell() {
+        assert_eq!(join_command(&["ls -l | wc".into()]), "ls -l | wc");
+        assert_eq!(
+            join_command(&["echo".into(), "a b".into(), "it's".into()]),
+            r"echo 'a b' 'it'\''s'"
+        );
+        assert_eq!(exit_code(Some(3), None, false), 3);
+        assert_eq!(exit_code(None, Some(9), false), 137);
+        assert_eq!(exit_code(Some(0), None, true), 124);
+    }
+}

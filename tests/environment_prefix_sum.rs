@@ -1,0 +1,126 @@
+//! The bundled prefix-sum environment: it validates, and its scorer follows
+//! the protocol on the starting, reference and a wrong solution.
+
+use rebench::environment::files::{copy_workspace, overlay};
+use rebench::environment::{Environment, validate};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn env_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("environments/prefix-sum")
+}
+
+fn python_available() -> bool {
+    let found = Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("SKIPPED: python3 not found");
+    }
+    found
+}
+
+/// Runs the smoke-profile scorer on `workspace` and returns its last stdout line as JSON.
+fn score(env: &Environment, workspace: &Path) -> serde_json::Value {
+    let plan = env.scoring(Some("smoke")).unwrap();
+    let argv = plan.argv(&env.dir, workspace);
+    let output = Command::new(&argv[0])
+        .args(&argv[1..])
+        .current_dir(workspace)
+        .envs(plan.scorer_env(&env.dir, workspace))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        output.status.success(),
+        "scorer failed: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let last = stdout.lines().last().expect("scorer printed nothing");
+    serde_json::from_str(last).unwrap()
+}
+
+fn starting_workspace(env: &Environment) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    copy_workspace(&env.workspace_dir(), &ws).unwrap();
+    (tmp, ws)
+}
+
+#[test]
+fn bundled_environment_validates() {
+    let problems = validate(&env_dir());
+    assert!(problems.is_empty(), "{problems:#?}");
+    let env = Environment::load(&env_dir()).unwrap();
+    assert_eq!(env.id(), "prefix-sum");
+    assert!(env.reference_dir().is_some());
+    assert!(env.instructions_path().is_file());
+    let full = env.scoring(None).unwrap();
+    assert_eq!(full.profile.as_deref(), Some("full"));
+    let smoke = env.scoring(Some("smoke")).unwrap();
+    assert_eq!(smoke.timeout.as_secs(), 60);
+    assert!(smoke.normalizer.reference < smoke.normalizer.starting);
+}
+
+#[test]
+fn scorer_times_starting_and_reference_solutions() {
+    if !python_available() {
+        return;
+    }
+    let env = Environment::load(&env_dir()).unwrap();
+
+    let (_start_tmp, start_ws) = starting_workspace(&env);
+    let start = score(&env, &start_ws);
+    let start_raw = start["raw"].as_f64().unwrap_or_else(|| panic!("{start}"));
+    assert!(start_raw > 0.0, "{start}");
+    assert_eq!(start["message"]["n"], 20000);
+    assert!(!start_ws.join("__pycache__").exists());
+
+    let (_ref_tmp, ref_ws) = starting_workspace(&env);
+    overlay(&env.reference_dir().unwrap(), &ref_ws).unwrap();
+    let reference = score(&env, &ref_ws);
+    let ref_raw = reference["raw"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{reference}"));
+    assert!(
+        ref_raw > 0.0 && ref_raw < start_raw,
+        "start {start} reference {reference}"
+    );
+}
+
+#[test]
+fn scorer_rejects_a_wrong_solution() {
+    if !python_available() {
+        return;
+    }
+    let env = Environment::load(&env_dir()).unwrap();
+    let (_tmp, ws) = starting_workspace(&env);
+    std::fs::write(
+        ws.join("solution.py"),
+        "def prefix_sum(xs):\n    print('noise')\n    return [0] * len(xs)\n",
+    )
+    .unwrap();
+    let result = score(&env, &ws);
+    assert!(result["raw"].is_null(), "{result}");
+    let error = result["message"]["error"].as_str().unwrap();
+    assert!(error.contains("wrong answer"), "{error}");
+}
+
+#[test]
+fn scorer_reports_exceptions() {
+    if !python_available() {
+        return;
+    }
+    let env = Environment::load(&env_dir()).unwrap();
+    let (_tmp, ws) = starting_workspace(&env);
+    std::fs::write(
+        ws.join("solution.py"),
+        "def prefix_sum(xs):\n    raise RuntimeError('boom')\n",
+    )
+    .unwrap();
+    let result = score(&env, &ws);
+    assert!(result["raw"].is_null(), "{result}");
+    let error = result["message"]["error"].as_str().unwrap();
+    assert!(error.contains("RuntimeError: boom"), "{error}");
+}
