@@ -1,0 +1,172 @@
+//! Shared test harness: a real `rebench serve` process on a temp data dir,
+//! clients on its sockets, and fixture environments.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use rebench::client::Client;
+use rebench::paths::DataPaths;
+use rebench::protocol::{CreateSession, Credentials, Request, SessionView};
+use rebench::session::Kind;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_rebench");
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub struct TestServer {
+    pub dir: tempfile::TempDir,
+    pub paths: DataPaths,
+    pub child: Option<Child>,
+}
+
+impl TestServer {
+    pub fn start() -> TestServer {
+        let dir = tempfile::Builder::new().prefix("rb").tempdir_in("/tmp").unwrap();
+        let paths = DataPaths::new(dir.path().join("data"));
+        let mut server = TestServer { dir, paths, child: None };
+        server.spawn();
+        server
+    }
+
+    /// Starts the server process (again) and waits until it answers.
+    pub fn spawn(&mut self) {
+        let child = Command::new(BIN)
+            .args(["serve", "--data-dir"])
+            .arg(&self.paths.root)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::os::unix::net::UnixStream::connect(self.paths.socket()).is_err() {
+            assert!(Instant::now() < deadline, "server did not come up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL: no chance to flush or say goodbye.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    pub async fn admin(&self) -> Client {
+        Client::connect(&self.paths.socket(), None, "test-admin").await.unwrap()
+    }
+
+    pub async fn participant(&self, session: &str) -> Client {
+        let mut admin = self.admin().await;
+        let creds: Credentials = admin.call(Request::Credentials { session: session.into() }).await.unwrap();
+        Client::connect(Path::new(&creds.socket), Some(&creds.token), "test-participant").await.unwrap()
+    }
+
+    /// Runs the CLI against this data dir.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        Command::new(BIN).arg("--data-dir").arg(&self.paths.root).args(args).output().unwrap()
+    }
+
+    /// Creates a session (starting score taken) and returns its view.
+    pub async fn create(&self, env: &Path, budget_s: Option<u64>, kind: Kind) -> SessionView {
+        let mut admin = self.admin().await;
+        admin
+            .call(Request::CreateSession(CreateSession {
+                env_dir: env.display().to_string(),
+                participant: "tess".into(),
+                kind,
+                budget_s,
+                profile: None,
+                allow_missing_hardware: false,
+            }))
+            .await
+            .unwrap()
+    }
+
+    pub async fn create_running(&self, env: &Path, budget_s: Option<u64>) -> SessionView {
+        let view = self.create(env, budget_s, Kind::Agent).await;
+        let mut admin = self.admin().await;
+        admin.call::<SessionView>(Request::Begin { session: view.id.clone() }).await.unwrap()
+    }
+
+    pub async fn show(&self, session: &str) -> SessionView {
+        self.admin().await.call(Request::Show { session: session.into() }).await.unwrap()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY-free: SIGTERM lets it pause sessions and stop shells.
+            unsafe_term(child.id());
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn unsafe_term(pid: u32) {
+    let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
+}
+
+/// A copy of the `fixed` fixture environment, with `patch` applied to its manifest text.
+pub fn fixture_env(patch: impl Fn(String) -> String) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let env = dir.path().join("fixed");
+    copy_dir(&repo_root().join("tests/fixtures/envs/fixed"), &env);
+    let manifest = env.join("environment.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, patch(text)).unwrap();
+    (dir, env)
+}
+
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// Polls `check` until it is true or the timeout passes.
+pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    check()
+}
+
+/// Whether a process is gone (or a zombie nobody reaped yet).
+pub fn process_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat.rsplit(')').next().and_then(|rest| rest.trim().chars().next()) == Some('Z'),
+    }
+}
+
+pub fn process_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')').next()?.trim().chars().next()
+}

@@ -1,0 +1,160 @@
+//! Scoring through the real server: normalization, aggregation, every
+//! scorer failure mode, protected files, hidden scores.
+
+mod common;
+
+use common::*;
+use rebench::protocol::{ErrorCode, Request, ScoreView, SessionView};
+
+async fn score_with(server: &TestServer, session: &SessionView, mode: &str, value: f64) -> ScoreView {
+    let ws = std::path::Path::new(&session.workspace);
+    std::fs::write(ws.join("mode"), mode).unwrap();
+    std::fs::write(ws.join("value"), value.to_string()).unwrap();
+    server.admin().await.call(Request::Score { session: session.id.clone() }).await.unwrap()
+}
+
+#[tokio::test]
+async fn normalization_and_best_aggregation_follow_re_bench() {
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = TestServer::start();
+    let session = server.create_running(&env, Some(3600)).await;
+    let first = &server.show(&session.id).await.scores.unwrap()[0];
+    assert_eq!(first.phase, "starting");
+    assert_eq!(first.normalized, Some(0.0), "the starting solution scores 0");
+
+    let half = score_with(&server, &session, "ok", 2.5).await;
+    assert!((half.normalized.unwrap() - 0.5906).abs() < 1e-4, "{half:?}");
+    assert_eq!(half.valid, Some(true));
+    assert_eq!(half.message, "note: fine");
+    let above = score_with(&server, &session, "ok", 0.3).await;
+    assert!((above.normalized.unwrap() - 2.53).abs() < 0.01, "{above:?}");
+    let worse = score_with(&server, &session, "ok", 6.0).await;
+    assert_eq!(worse.normalized, Some(0.0), "worse than starting clips to 0");
+
+    let view = server.show(&session.id).await;
+    let fin = view.final_score.unwrap();
+    assert_eq!(fin.raw, 0.3, "best entry counts");
+    assert_eq!(view.scores.unwrap().len(), 4);
+}
+
+#[tokio::test]
+async fn last_aggregation_takes_the_last_valid_entry() {
+    let (_env_dir, env) = fixture_env(|t| t.replace("aggregate = \"best\"", "aggregate = \"last\""));
+    let server = TestServer::start();
+    let session = server.create_running(&env, Some(3600)).await;
+    score_with(&server, &session, "ok", 0.3).await;
+    score_with(&server, &session, "ok", 2.5).await;
+    score_with(&server, &session, "nojson", 1.0).await;
+    let fin = server.show(&session.id).await.final_score.unwrap();
+    assert_eq!(fin.raw, 2.5);
+}
+
+#[tokio::test]
+async fn every_scorer_failure_is_an_invalid_entry_and_the_session_goes_on() {
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = TestServer::start();
+    let session = server.create_running(&env, Some(3600)).await;
+    let cases = [
+        ("exit3", "exited with status 3"),
+        ("sleep", "timeout after 2s"),
+        ("nojson", "no JSON"),
+        ("malformed", "malformed JSON"),
+        ("null", "wrong answer at index 3"),
+        ("nan", "NaN"),
+        ("negative", "outside the domain"),
+    ];
+    for (mode, expected) in cases {
+        let entry = score_with(&server, &session, mode, 1.0).await;
+        assert_eq!(entry.valid, Some(false), "{mode}: {entry:?}");
+        assert_eq!(entry.normalized, None, "{mode}");
+        assert!(entry.message.contains(expected), "{mode}: message {:?} lacks {expected:?}", entry.message);
+    }
+    let view = server.show(&session.id).await;
+    assert_eq!(view.state, "running");
+    assert!(view.final_score.is_some(), "the valid starting entry still counts");
+    let good = score_with(&server, &session, "ok", 2.5).await;
+    assert_eq!(good.valid, Some(true));
+    // The admin sees the scorer's output and hidden details.
+    let scores = server.show(&session.id).await.scores.unwrap();
+    let last = scores.last().unwrap();
+    assert_eq!(last.details.as_ref().unwrap()["secret"], 42);
+    assert!(last.output.as_ref().unwrap().contains("scoring in"), "{last:?}");
+}
+
+#[tokio::test]
+async fn a_changed_protected_file_makes_an_invalid_entry_naming_it() {
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = TestServer::start();
+    let session = server.create_running(&env, Some(3600)).await;
+    let ws = std::path::Path::new(&session.workspace);
+    std::fs::write(ws.join("helper.py"), "print('tampered')").unwrap();
+    let entry = score_with(&server, &session, "ok", 0.3).await;
+    assert_eq!(entry.valid, Some(false));
+    assert!(entry.message.contains("helper.py"), "{}", entry.message);
+}
+
+#[tokio::test]
+async fn hidden_scores_never_reach_the_participant() {
+    let (_env_dir, env) = fixture_env(|t| t.replace("visible = true", "visible = false"));
+    let server = TestServer::start();
+    let session = server.create_running(&env, Some(3600)).await;
+    let mut participant = server.participant(&session.id).await;
+    std::fs::write(std::path::Path::new(&session.workspace).join("value"), "2.5").unwrap();
+    let entry: ScoreView = participant.call(Request::Score { session: session.id.clone() }).await.unwrap();
+    assert!(entry.hidden);
+    assert_eq!(entry.raw, None);
+    assert_eq!(entry.normalized, None);
+    assert_eq!(entry.message, "score recorded (hidden)");
+    let seen: SessionView = participant.call(Request::Show { session: session.id.clone() }).await.unwrap();
+    assert!(seen.final_score.is_none());
+    let text = serde_json::to_string(&seen).unwrap();
+    assert!(!text.contains("secret") && !text.contains("2.5"), "{text}");
+    // The proctor does see it.
+    let admin_view = server.show(&session.id).await;
+    assert_eq!(admin_view.final_score.unwrap().raw, 2.5);
+    // Scoring twice at once is refused, not queued silently.
+    let busy = {
+        let mut a = server.admin().await;
+        std::fs::write(std::path::Path::new(&session.workspace).join("mode"), "sleep").unwrap();
+        let id = session.id.clone();
+        let slow = tokio::spawn(async move {
+            let _ = a.request(Request::Score { session: id }).await;
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let second = server.admin().await.request(Request::Score { session: session.id.clone() }).await;
+        slow.await.unwrap();
+        second
+    };
+    assert_eq!(busy.unwrap_err().code(), Some(ErrorCode::Busy));
+}
+
+#[tokio::test]
+async fn the_prefix_sum_environment_validates_and_scores() {
+    let env = repo_root().join("environments/prefix-sum");
+    let server = TestServer::start();
+    let out = server.cli(&["env", "validate", env.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    if which("python3").is_none() {
+        eprintln!("SKIPPED: python3 not found; the prefix-sum scorer cannot run");
+        return;
+    }
+    let out = server.cli(&["new", env.to_str().unwrap(), "--participant", "p", "--profile", "smoke", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let id: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = id["id"].as_str().unwrap().to_string();
+    let view = server.show(&id).await;
+    let start = &view.scores.as_ref().unwrap()[0];
+    assert_eq!(start.valid, Some(true), "{start:?}");
+    assert!(start.raw.unwrap() > 0.0);
+    // Lay the hidden reference over the workspace: it must score well above the start.
+    assert!(server.cli(&["begin", &id]).status.success());
+    common::copy_dir(&env.join("reference"), std::path::Path::new(&view.workspace));
+    let out = server.cli(&["score", &id, "--json"]);
+    let entry: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(entry["valid"], true, "{entry}");
+    assert!(entry["normalized"].as_f64().unwrap() > 0.5, "{entry}");
+}
+
+fn which(program: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| std::path::Path::new(d).join(program)).find(|p| p.exists())
+}
