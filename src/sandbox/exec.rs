@@ -15,9 +15,8 @@ use tokio::sync::watch;
 use super::capture::{BoundedBuffer, capture};
 use super::sys::signal_group;
 
-/// How long readers may keep draining after the main process exited and its
-/// group was killed. Only an escaped (setsid) grandchild holding the pipes
-/// makes us wait this long; those are left to `procs::kill_all`.
+/// How long readers may keep draining after the main process exited. Only a
+/// background job still holding the pipes makes us wait this long.
 const DRAIN_GRACE: Duration = Duration::from_millis(200);
 
 /// An agent's command.
@@ -75,8 +74,15 @@ pub async fn exec(spec: &ExecSpec) -> anyhow::Result<ExecResult> {
     let (status, timed_out) = wait_or_kill(&mut child, &group, spec.timeout).await;
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
 
-    // Stray children (`cmd &`) would hold the pipes open forever.
-    group.kill_and_disarm();
+    // Background jobs (`nohup train.py &`) outlive the command, as they would in
+    // a terminal: an agent starts long runs this way. They belong to the session
+    // and end with it (`procs::kill_all`). Their hold on our pipes is cut after
+    // a short drain instead.
+    if timed_out {
+        group.kill_and_disarm();
+    } else {
+        group.disarm();
+    }
     stop_tx.send_replace(Some(tokio::time::Instant::now() + DRAIN_GRACE));
     let stdout = join_capture(stdout_task, spec.output_limit).await;
     let stderr = join_capture(stderr_task, spec.output_limit).await;
@@ -191,6 +197,11 @@ impl GroupKiller {
 impl GroupKiller {
     fn kill_and_disarm(&self) {
         self.kill();
+        self.disarm();
+    }
+
+    /// The command finished: its group (background jobs) is left alone.
+    fn disarm(&self) {
         self.armed.store(false, Ordering::Relaxed);
     }
 }
