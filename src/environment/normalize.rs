@@ -107,7 +107,9 @@ impl Normalizer {
         if span == 0.0 {
             return None;
         }
-        let score = ((y - s) / span).max(0.0);
+        let score = (y - s) / span;
+        // Clip below at 0; `<=` also turns the -0.0 of an exact start into 0.0.
+        let score = if score <= 0.0 { 0.0 } else { score };
         score.is_finite().then_some(score)
     }
 }

@@ -1,0 +1,243 @@
+//! The protocol and its boundaries: tokens, malformed lines, the handshake,
+//! shells over the socket, one server per data dir.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use common::*;
+use rebench::client::Client;
+use rebench::protocol::{
+    AttachMode, AttachReply, ErrorCode, Push, Request, SessionView, ShellInfo, b64_decode, b64_encode,
+};
+
+/// Sends raw lines and reads one reply line each.
+fn raw_exchange(stream: &mut UnixStream, line: &str) -> serde_json::Value {
+    stream.write_all(line.as_bytes()).unwrap();
+    stream.write_all(b"\n").unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut reply = String::new();
+    reader.read_line(&mut reply).unwrap();
+    serde_json::from_str(&reply).unwrap_or_else(|e| panic!("bad reply {reply:?}: {e}"))
+}
+
+#[tokio::test]
+async fn malformed_lines_get_clear_errors_and_harm_no_one() {
+    let server = TestServer::start();
+    let mut stream = UnixStream::connect(server.paths.socket()).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let reply = raw_exchange(&mut stream, r#"{"id":1,"op":"list_sessions"}"#);
+    assert_eq!(reply["type"], "error");
+    assert_eq!(reply["code"], "not_authenticated", "{reply}");
+    let reply = raw_exchange(&mut stream, "this is not json");
+    assert_eq!(reply["code"], "bad_request");
+    assert!(reply["message"].as_str().unwrap().contains("malformed JSON"), "{reply}");
+    let reply = raw_exchange(&mut stream, r#"{"id":2,"op":"hello","version":1,"client":"raw"}"#);
+    assert_eq!(reply["type"], "response", "{reply}");
+    assert_eq!(reply["result"]["role"], "admin");
+    let reply = raw_exchange(&mut stream, r#"{"id":3,"op":"teleport"}"#);
+    assert_eq!(reply["id"], 3);
+    assert!(reply["message"].as_str().unwrap().contains("teleport"), "{reply}");
+    let reply = raw_exchange(&mut stream, r#"{"id":4,"op":"pause","session":"abc","reason":"nap"}"#);
+    assert!(reply["message"].as_str().unwrap().contains("nap"), "{reply}");
+    let reply = raw_exchange(&mut stream, r#"{"id":5,"op":"show","session":"../../etc"}"#);
+    assert_eq!(reply["code"], "bad_request", "{reply}");
+    // The same connection still works, and so do others.
+    let reply = raw_exchange(&mut stream, r#"{"id":6,"op":"list_sessions"}"#);
+    assert_eq!(reply["type"], "response", "{reply}");
+    let mut other = server.admin().await;
+    let list: Vec<SessionView> = other.call(Request::ListSessions).await.unwrap();
+    assert!(list.is_empty());
+}
+
+#[tokio::test]
+async fn a_wrong_protocol_version_is_refused_with_both_versions_named() {
+    let server = TestServer::start();
+    let mut stream = UnixStream::connect(server.paths.socket()).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let reply = raw_exchange(&mut stream, r#"{"id":1,"op":"hello","version":99,"client":"future"}"#);
+    assert_eq!(reply["code"], "version_mismatch");
+    let msg = reply["message"].as_str().unwrap();
+    assert!(msg.contains("99") && msg.contains('1'), "{msg}");
+}
+
+#[tokio::test]
+async fn a_participant_token_reaches_only_its_own_session_and_participant_operations() {
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = TestServer::start();
+    let mine = server.create_running(&env, Some(3600)).await;
+    let theirs = server.create_running(&env, Some(3600)).await;
+    let mut me = server.participant(&mine.id).await;
+    assert_eq!(me.hello.role, "participant");
+    // Own session: fine.
+    let _: SessionView = me.call(Request::Show { session: mine.id.clone() }).await.unwrap();
+    let _: SessionView = me.call(Request::Note { session: mine.id.clone(), text: "hi".into() }).await.unwrap();
+    // Another session, admin operations, listing: refused.
+    let refused = [
+        Request::Show { session: theirs.id.clone() },
+        Request::Score { session: theirs.id.clone() },
+        Request::Pause { session: theirs.id.clone(), reason: rebench::session::PauseReason::Break, note: None },
+        Request::Extend { session: mine.id.clone(), by_s: 3600, reason: "more time".into() },
+        Request::End { session: theirs.id.clone(), reason: None },
+        Request::ListSessions,
+        Request::Credentials { session: mine.id.clone() },
+        Request::Subscribe { session: None },
+        Request::Shutdown,
+    ];
+    for request in refused {
+        let err = me.request(request.clone()).await.unwrap_err();
+        assert_eq!(err.code(), Some(ErrorCode::Forbidden), "{request:?}: {err}");
+    }
+    // A proctor's pause cannot be lifted by the participant.
+    let _: SessionView = server
+        .admin()
+        .await
+        .call(Request::Pause { session: mine.id.clone(), reason: rebench::session::PauseReason::Proctor, note: None })
+        .await
+        .unwrap();
+    let err = me.request(Request::Resume { session: mine.id.clone() }).await.unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::Forbidden), "{err}");
+    // Nor may a participant pretend to be the proctor.
+    let err = me
+        .request(Request::Pause { session: mine.id.clone(), reason: rebench::session::PauseReason::Proctor, note: None })
+        .await
+        .unwrap_err();
+    assert!(matches!(err.code(), Some(ErrorCode::Forbidden) | Some(ErrorCode::InvalidState)), "{err}");
+    // The other session is untouched; the participant socket wants a token.
+    assert_eq!(server.show(&theirs.id).await.state, "running");
+    let no_token = Client::connect(&server.paths.participant_socket(), None, "x").await;
+    assert_eq!(no_token.err().unwrap().code(), Some(ErrorCode::NotAuthenticated));
+    let bad_token = Client::connect(&server.paths.participant_socket(), Some("0123"), "x").await;
+    assert_eq!(bad_token.err().unwrap().code(), Some(ErrorCode::NotAuthenticated));
+}
+
+async fn read_until(client: &mut Client, shell: u32, needle: &str, screen: &mut String) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !screen.contains(needle) {
+        match tokio::time::timeout_at(deadline, client.next_push()).await {
+            Ok(Ok(Push::ShellOutput { shell: s, data, .. })) if s == shell => {
+                screen.push_str(&String::from_utf8_lossy(&b64_decode(&data).unwrap()));
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                screen.push_str(&format!("\n[client error: {e}]"));
+                return false;
+            }
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+#[tokio::test]
+async fn a_session_shell_runs_the_in_shell_commands_and_is_recorded() {
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = TestServer::start();
+    let session = server.create_running(&env, Some(3600)).await;
+    let mut driver = server.participant(&session.id).await;
+    let info: ShellInfo = driver.call(Request::ShellOpen { session: session.id.clone(), cols: 100, rows: 30 }).await.unwrap();
+    let _: AttachReply = driver
+        .call(Request::ShellAttach { session: session.id.clone(), shell: info.shell, mode: AttachMode::Driver })
+        .await
+        .unwrap();
+    let input = |text: &str| Request::ShellInput {
+        session: session.id.clone(),
+        shell: info.shell,
+        data: b64_encode(text.as_bytes()),
+    };
+    std::fs::write(std::path::Path::new(&session.workspace).join("value"), "2.5").unwrap();
+    driver.send(input("echo rb-$REBENCH_SESSION; pwd; score\r")).await.unwrap();
+    let mut screen = String::new();
+    assert!(read_until(&mut driver, info.shell, "normalized", &mut screen).await, "no score in the shell: {screen}");
+    assert!(screen.contains(&format!("rb-{}", session.id)), "{screen}");
+    assert!(screen.contains(&session.workspace), "the shell starts in the workspace: {screen}");
+    assert!(screen.contains("0.590"), "{screen}");
+    // The score went into the log, requested by the participant.
+    let view = server.show(&session.id).await;
+    assert_eq!(view.scores.as_ref().unwrap().len(), 2);
+
+    // A watcher gets the current screen at once, and cannot type.
+    let mut watcher = server.admin().await;
+    let snapshot: AttachReply = watcher
+        .call(Request::ShellAttach { session: session.id.clone(), shell: info.shell, mode: AttachMode::Watch })
+        .await
+        .unwrap();
+    let shown = String::from_utf8_lossy(&b64_decode(&snapshot.screen).unwrap()).to_string();
+    assert!(shown.contains("0.590"), "the snapshot shows the screen: {shown}");
+    let err = watcher.request(input("echo nope\r")).await.unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::Forbidden));
+
+    // Exit; the recording holds both input and output.
+    driver.send(input("exit\r")).await.unwrap();
+    let exited = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Ok(Push::ShellExited { .. }) = driver.next_push().await {
+                return true;
+            }
+        }
+    })
+    .await;
+    assert!(exited.unwrap_or(false), "shell exit is pushed");
+    drop(driver);
+    drop(watcher);
+    std::thread::sleep(Duration::from_millis(400));
+    let out = server.cli(&["events", &session.id]);
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(log.contains("\"shell_opened\"") && log.contains("\"shell_exited\""), "{log}");
+}
+
+#[test]
+fn two_clients_starting_the_server_at_once_end_with_one_server() {
+    let dir = tempfile::Builder::new().prefix("rb").tempdir_in("/tmp").unwrap();
+    let data = dir.path().join("data");
+    let spawn = || {
+        std::process::Command::new(BIN)
+            .arg("--data-dir")
+            .arg(&data)
+            .args(["sessions", "--json"])
+            .output()
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(spawn);
+        let b = s.spawn(spawn);
+        (a.join().unwrap().unwrap(), b.join().unwrap().unwrap())
+    });
+    assert!(a.status.success(), "{}", String::from_utf8_lossy(&a.stderr));
+    assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
+    let servers = count_servers(&data);
+    assert_eq!(servers, 1, "exactly one server for the data dir");
+    // A second `serve` by hand is refused with a clear message.
+    let second = std::process::Command::new(BIN).arg("serve").arg("--data-dir").arg(&data).output().unwrap();
+    assert_eq!(second.status.code(), Some(3));
+    let msg = String::from_utf8_lossy(&second.stderr);
+    assert!(msg.contains("another rebench server owns this data dir"), "{msg}");
+    let stop = std::process::Command::new(BIN).arg("--data-dir").arg(&data).arg("shutdown").output().unwrap();
+    assert!(stop.status.success());
+    assert!(wait_until(Duration::from_secs(5), || count_servers(&data) == 0));
+}
+
+fn count_servers(data: &std::path::Path) -> usize {
+    let needle = data.display().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| c.split(|&b| b == 0).map(|a| String::from_utf8_lossy(a).to_string()).collect::<Vec<_>>())
+        .filter(|args| args.iter().any(|a| a == "serve") && args.iter().any(|a| *a == needle))
+        .count()
+}
+
+#[test]
+fn a_broken_manifest_is_reported_with_file_and_field() {
+    let (_dir, env) = fixture_env(|t| {
+        t.replace("transform = \"log\"", "transform = \"sqrt\"").replace("timeout = \"2s\"", "timeout = \"soon\"")
+            + "\nsurprise = 1\n"
+    });
+    let out = std::process::Command::new(BIN).args(["env", "validate"]).arg(&env).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("environment.toml"), "{text}");
+    assert!(text.contains("surprise"), "unknown keys are named: {text}");
+}
