@@ -14,3 +14,4 @@ pub mod scoring;
 pub mod server;
 pub mod session;
 pub mod store;
+pub mod tui;

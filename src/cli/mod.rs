@@ -41,13 +41,22 @@ pub enum Command {
     Env(env_cmd::EnvCommand),
     /// Create a session (its starting solution is scored) and print its id.
     New(NewArgs),
-    /// Create a session, start its clock and attach a shell to this terminal.
-    Start(NewArgs),
+    /// Create a session and open the workspace UI on it (Enter starts the clock).
+    Start {
+        #[command(flatten)]
+        new: NewArgs,
+        /// A bare terminal attach instead of the workspace UI.
+        #[arg(long)]
+        raw: bool,
+    },
     /// Start a session's clock.
     Begin { session: String },
-    /// Attach this terminal to a session's shell (detach with Ctrl-\).
+    /// Reopen the workspace UI on a session; --raw (or --shell/--watch) attaches a bare shell, detach with Ctrl-\.
     Attach {
         session: String,
+        /// A bare terminal attach instead of the workspace UI.
+        #[arg(long)]
+        raw: bool,
         /// Shell number (default: the first live shell, or a new one).
         #[arg(long)]
         shell: Option<u32>,

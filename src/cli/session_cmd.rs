@@ -40,17 +40,21 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
                 println!("{}", view.id);
             }
         }
-        Command::Start(args) => {
-            let view = create(&mut client, args, paths).await?;
-            return super::attach::start_and_attach(client, paths, view).await;
+        Command::Start { new, raw } => {
+            let view = create(&mut client, new, paths).await?;
+            if raw {
+                return super::attach::start_and_attach(client, paths, view).await;
+            }
+            drop(client);
+            return crate::tui::run_workspace(paths, &view.id, true).await;
         }
         Command::Begin { session } => show(&client.call(Request::Begin { session }).await?),
-        Command::Attach {
-            session,
-            shell,
-            watch,
-        } => {
-            return super::attach::attach(client, &session, shell, watch).await;
+        Command::Attach { session, raw, shell, watch } => {
+            if raw || watch || shell.is_some() {
+                return super::attach::attach(client, &session, shell, watch).await;
+            }
+            drop(client);
+            return crate::tui::run_workspace(paths, &session, false).await;
         }
         Command::Sessions => {
             let views: Vec<SessionView> = client.call(Request::ListSessions).await?;
