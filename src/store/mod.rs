@@ -275,3 +275,61 @@ fn from_json<T: for<'de> Deserialize<'de>>(bytes: &[u8], what: &str) -> Result<T
         message: e.to_string(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::EventKind;
+
+    fn event(seq: u64) -> Event {
+        Event {
+            seq,
+            at: DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
+            active_ms: seq * 10,
+            kind: EventKind::Note { text: format!("n{seq}"), by: "t".into() },
+        }
+    }
+
+    #[tokio::test]
+    async fn events_come_back_in_order_and_duplicates_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).unwrap();
+        for seq in [0, 1, 2, 10, 300] {
+            store.append("s1", &event(seq)).await.unwrap();
+        }
+        store.append("s2", &event(0)).await.unwrap();
+        let seqs: Vec<u64> = store.events("s1").unwrap().iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, vec![0, 1, 2, 10, 300], "big-endian keys keep numeric order");
+        assert_eq!(store.events("s2").unwrap().len(), 1);
+        let err = store.append("s1", &event(2)).await.unwrap_err().to_string();
+        assert!(err.contains("already exists"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn recordings_and_heartbeats_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).unwrap();
+        let at = DateTime::from_timestamp_millis(1_700_000_000_000).unwrap();
+        for (shell, seq) in [(0, 0), (0, 1), (2, 0)] {
+            let chunk = Chunk { kind: ChunkKind::Output, at, active_ms: seq, data: vec![b'a' + seq as u8] };
+            store.record("s", shell, seq, &chunk).unwrap();
+        }
+        assert_eq!(store.recorded_shells("s").unwrap(), vec![0, 2]);
+        assert_eq!(store.recording("s", 0).unwrap().len(), 2);
+        assert_eq!(store.next_chunk_seq("s", 0).unwrap(), 2);
+        assert_eq!(store.next_chunk_seq("s", 1).unwrap(), 0);
+        assert!(store.heartbeat("s").unwrap().is_none());
+        store.set_heartbeat("s", Heartbeat { at, active_ms: 4200 }).await.unwrap();
+        assert_eq!(store.heartbeat("s").unwrap().unwrap().active_ms, 4200);
+    }
+
+    #[test]
+    fn a_second_open_of_the_same_database_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let _first = Store::open(&path).unwrap();
+        let err = Store::open(&path).unwrap_err();
+        assert!(matches!(err, StoreError::Locked { .. }), "{err:?}");
+        assert!(err.to_string().contains("another rebench server"), "{err}");
+    }
+}
