@@ -6,12 +6,23 @@ mod common;
 use common::*;
 
 fn json(out: &std::process::Output) -> serde_json::Value {
-    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 fn new_session(server: &TestServer, env: &std::path::Path, extra: &[&str]) -> String {
-    let mut args = vec!["new", env.to_str().unwrap(), "--participant", "pat", "--json"];
+    let mut args = vec![
+        "new",
+        env.to_str().unwrap(),
+        "--participant",
+        "pat",
+        "--json",
+    ];
     args.extend_from_slice(extra);
     json(&server.cli(&args))["id"].as_str().unwrap().to_string()
 }
@@ -22,32 +33,64 @@ fn show_and_sessions_have_the_documented_fields() {
     let server = TestServer::start();
     let id = new_session(&server, &env, &["--budget", "1h30m", "--kind", "agent"]);
     let show = json(&server.cli(&["show", &id, "--json"]));
-    for field in ["id", "environment", "participant", "kind", "state", "end_reason", "workspace", "budget_s", "active_s", "remaining_s", "pauses", "scores", "final"] {
+    for field in [
+        "id",
+        "environment",
+        "participant",
+        "kind",
+        "state",
+        "end_reason",
+        "workspace",
+        "budget_s",
+        "active_s",
+        "remaining_s",
+        "pauses",
+        "scores",
+        "final",
+    ] {
         assert!(show.get(field).is_some(), "show lacks {field}: {show}");
     }
     assert_eq!(show["budget_s"], 5400.0);
     assert_eq!(show["kind"], "agent");
     assert_eq!(show["state"], "created");
     let score = &show["scores"][0];
-    for field in ["seq", "at", "active_s", "raw", "normalized", "valid", "message"] {
+    for field in [
+        "seq",
+        "at",
+        "active_s",
+        "raw",
+        "normalized",
+        "valid",
+        "message",
+    ] {
         assert!(score.get(field).is_some(), "score lacks {field}: {score}");
     }
     let list = json(&server.cli(&["sessions", "--json"]));
     assert_eq!(list.as_array().unwrap().len(), 1);
-    assert!(list[0].get("scores").is_none(), "sessions omits the score list");
+    assert!(
+        list[0].get("scores").is_none(),
+        "sessions omits the score list"
+    );
     assert_eq!(list[0]["id"], id);
     // begin, score, extend, submit through the CLI.
     json(&server.cli(&["begin", &id, "--json"]));
     let entry = json(&server.cli(&["score", &id, "--json"]));
     for field in ["seq", "raw", "normalized", "valid", "message"] {
-        assert!(entry.get(field).is_some(), "score --json lacks {field}: {entry}");
+        assert!(
+            entry.get(field).is_some(),
+            "score --json lacks {field}: {entry}"
+        );
     }
-    let extended = json(&server.cli(&["extend", &id, "--by", "30m", "--reason", "outage", "--json"]));
+    let extended =
+        json(&server.cli(&["extend", &id, "--by", "30m", "--reason", "outage", "--json"]));
     assert_eq!(extended["budget_s"], 7200.0);
     let submitted = json(&server.cli(&["submit", &id, "--json"]));
     assert_eq!(submitted["state"], "ended");
     assert_eq!(submitted["end_reason"], "submitted");
-    assert_eq!(submitted["scores"].as_array().unwrap().last().unwrap()["phase"], "final");
+    assert_eq!(
+        submitted["scores"].as_array().unwrap().last().unwrap()["phase"],
+        "final"
+    );
     let again = server.cli(&["submit", &id]);
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("already ended"));
@@ -60,23 +103,46 @@ fn missing_hardware_refuses_unless_allowed_and_then_is_recorded() {
     let out = server.cli(&["new", env.to_str().unwrap(), "--participant", "pat"]);
     assert!(!out.status.success());
     let msg = String::from_utf8_lossy(&out.stderr);
-    assert!(msg.contains("H100") && msg.contains("--allow-missing-hardware"), "{msg}");
+    assert!(
+        msg.contains("H100") && msg.contains("--allow-missing-hardware"),
+        "{msg}"
+    );
     let id = new_session(&server, &env, &["--allow-missing-hardware"]);
     let show = json(&server.cli(&["show", &id, "--json"]));
     assert_eq!(show["allow_missing_hardware"], true);
-    assert!(show["hardware_missing"][0].as_str().unwrap().contains("H100"), "{show}");
+    assert!(
+        show["hardware_missing"][0]
+            .as_str()
+            .unwrap()
+            .contains("H100"),
+        "{show}"
+    );
 }
 
 #[test]
 fn bad_input_on_the_command_line_is_named() {
     let (_d, env) = fixture_env(|t| t);
     let server = TestServer::start();
-    let out = server.cli(&["new", env.to_str().unwrap(), "--participant", "p", "--budget", "8 hours"]);
+    let out = server.cli(&[
+        "new",
+        env.to_str().unwrap(),
+        "--participant",
+        "p",
+        "--budget",
+        "8 hours",
+    ]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--budget"));
     let out = server.cli(&["new", "no-such-env", "--participant", "p"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-env"));
-    let out = server.cli(&["new", env.to_str().unwrap(), "--participant", "p", "--profile", "huge"]);
+    let out = server.cli(&[
+        "new",
+        env.to_str().unwrap(),
+        "--participant",
+        "p",
+        "--profile",
+        "huge",
+    ]);
     let msg = String::from_utf8_lossy(&out.stderr);
     assert!(msg.contains("huge"), "{msg}");
     let out = server.cli(&["show", "zzzzzz"]);
@@ -85,7 +151,10 @@ fn bad_input_on_the_command_line_is_named() {
     let out = server.cli(&["pause", &id, "--reason", "nap"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("nap"));
     let out = server.cli(&["pause", &id, "--reason", "break"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not running"), "pausing before the start is refused");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not running"),
+        "pausing before the start is refused"
+    );
 }
 
 #[test]
@@ -96,39 +165,71 @@ fn exec_propagates_exit_codes_and_agent_scaffolds_get_a_participant_token() {
     let out = server.cli(&["exec", &id, "--", "true"]);
     assert!(!out.status.success(), "exec before the start is refused");
     json(&server.cli(&["begin", &id, "--json"]));
-    let out = server.cli(&["exec", &id, "--", "sh", "-c", "echo out; echo err >&2; exit 7"]);
+    let out = server.cli(&[
+        "exec",
+        &id,
+        "--",
+        "sh",
+        "-c",
+        "echo out; echo err >&2; exit 7",
+    ]);
     assert_eq!(out.status.code(), Some(7));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "out\n");
     assert_eq!(String::from_utf8_lossy(&out.stderr), "err\n");
     let out = server.cli(&["exec", &id, "--timeout", "1s", "--", "sleep 30"]);
     assert_eq!(out.status.code(), Some(124));
     // The scaffold reaches its own session with a participant token (the protocol tests show what it cannot do).
-    let script = format!(
-        "rebench task exec -- 'echo from-agent' && rebench task usage --tokens-in 10 --tokens-out 5 --cost-usd 0.5 && rebench task score && echo token=${{#REBENCH_TOKEN}}"
-    );
+    let script = "rebench task exec -- 'echo from-agent' && rebench task usage --tokens-in 10 --tokens-out 5 --cost-usd 0.5 && rebench task score && echo token=${#REBENCH_TOKEN}";
     let out = std::process::Command::new(BIN)
         .arg("--data-dir")
         .arg(&server.paths.root)
-        .args(["agent", &id, "--", "sh", "-c", &script])
-        .env("PATH", format!("{}:{}", std::path::Path::new(BIN).parent().unwrap().display(), std::env::var("PATH").unwrap()))
+        .args(["agent", &id, "--", "sh", "-c", script])
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                std::path::Path::new(BIN).parent().unwrap().display(),
+                std::env::var("PATH").unwrap()
+            ),
+        )
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text} {}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("from-agent") && text.contains("normalized") && text.contains("token=32"), "{text}");
+    assert!(
+        out.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("from-agent") && text.contains("normalized") && text.contains("token=32"),
+        "{text}"
+    );
     let events = String::from_utf8_lossy(&server.cli(&["events", &id]).stdout).to_string();
-    assert!(events.contains("\"usage\"") && events.contains("\"exec\""), "{events}");
+    assert!(
+        events.contains("\"usage\"") && events.contains("\"exec\""),
+        "{events}"
+    );
 }
 
 #[test]
 fn calibrate_measures_starting_and_reference() {
     let (_d, env) = fixture_env(|t| t);
     let server = TestServer::start();
-    let out = json(&server.cli(&["env", "calibrate", env.to_str().unwrap(), "--runs", "2", "--json"]));
+    let out = json(&server.cli(&[
+        "env",
+        "calibrate",
+        env.to_str().unwrap(),
+        "--runs",
+        "2",
+        "--json",
+    ]));
     assert_eq!(out["starting"], 4.76);
     assert_eq!(out["reference"], 1.6);
     let out = json(&server.cli(&["env", "show", env.to_str().unwrap(), "--json"]));
     assert_eq!(out["id"], "fixed");
     let list = server.cli(&["env", "list"]);
-    assert!(String::from_utf8_lossy(&list.stdout).contains("prefix-sum"), "bundled environments are listed from the repo root");
+    assert!(
+        String::from_utf8_lossy(&list.stdout).contains("prefix-sum"),
+        "bundled environments are listed from the repo root"
+    );
 }

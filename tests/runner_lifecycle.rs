@@ -12,14 +12,25 @@ async fn exec(server: &TestServer, session: &str, command: &str) -> ExecReply {
     server
         .admin()
         .await
-        .call(Request::Exec { session: session.into(), command: command.into(), timeout_s: Some(20.0), cwd: None })
+        .call(Request::Exec {
+            session: session.into(),
+            command: command.into(),
+            timeout_s: Some(20.0),
+            cwd: None,
+        })
         .await
         .unwrap()
 }
 
 fn read_pid(path: &std::path::Path) -> i32 {
-    assert!(wait_until(Duration::from_secs(5), || std::fs::read_to_string(path).is_ok_and(|s| !s.trim().is_empty())));
-    std::fs::read_to_string(path).unwrap().trim().parse().unwrap()
+    assert!(wait_until(Duration::from_secs(5), || {
+        std::fs::read_to_string(path).is_ok_and(|s| !s.trim().is_empty())
+    }));
+    std::fs::read_to_string(path)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 #[tokio::test]
@@ -36,13 +47,20 @@ async fn a_three_second_budget_ends_with_a_final_score_and_no_surviving_process(
     )
     .await;
     assert_eq!(reply.exit_code, Some(0), "{reply:?}");
-    let pids: Vec<i32> = ["a.pid", "b.pid", "c.pid"].iter().map(|f| read_pid(&ws.join(f))).collect();
-    assert!(pids.iter().all(|&p| !process_gone(p)), "the jobs run at first");
+    let pids: Vec<i32> = ["a.pid", "b.pid", "c.pid"]
+        .iter()
+        .map(|f| read_pid(&ws.join(f)))
+        .collect();
+    assert!(
+        pids.iter().all(|&p| !process_gone(p)),
+        "the jobs run at first"
+    );
     std::fs::write(ws.join("value"), "2.5").unwrap();
 
     let ended = wait_until(Duration::from_secs(15), || {
         let out = server.cli(&["show", &session.id, "--json"]);
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).is_ok_and(|v| v["state"] == "ended")
+        serde_json::from_slice::<serde_json::Value>(&out.stdout)
+            .is_ok_and(|v| v["state"] == "ended")
     });
     assert!(ended, "the session ends when its budget runs out");
     let view = server.show(&session.id).await;
@@ -52,9 +70,21 @@ async fn a_three_second_budget_ends_with_a_final_score_and_no_surviving_process(
     let scores = view.scores.unwrap();
     let last = scores.last().unwrap();
     assert_eq!(last.phase, "final");
-    assert_eq!(last.raw, Some(2.5), "the final score sees the last state of the workspace");
-    assert!(view.pauses.iter().any(|p| p.reason == "scoring"), "the final score runs under a scoring pause");
-    assert!(wait_until(Duration::from_secs(5), || pids.iter().all(|&p| process_gone(p))), "every session process is killed");
+    assert_eq!(
+        last.raw,
+        Some(2.5),
+        "the final score sees the last state of the workspace"
+    );
+    assert!(
+        view.pauses.iter().any(|p| p.reason == "scoring"),
+        "the final score runs under a scoring pause"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || pids
+            .iter()
+            .all(|&p| process_gone(p))),
+        "every session process is killed"
+    );
 }
 
 #[tokio::test]
@@ -75,7 +105,11 @@ async fn pause_freezes_background_jobs_and_resume_thaws_them() {
     assert!(wait_until(Duration::from_secs(5), || !ticks().is_empty()));
 
     let out = server.cli(&["pause", &session.id, "--reason", "break", "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(process_state(pid), Some('T'), "the job is stopped");
     let frozen = ticks();
     std::thread::sleep(Duration::from_millis(500));
@@ -84,18 +118,30 @@ async fn pause_freezes_background_jobs_and_resume_thaws_them() {
     assert_eq!(paused.pause_reason.as_deref(), Some("break"));
     let active_at_pause = paused.active_s;
     std::thread::sleep(Duration::from_millis(1100));
-    assert_eq!(server.show(&session.id).await.active_s, active_at_pause, "the clock does not run while paused");
+    assert_eq!(
+        server.show(&session.id).await.active_s,
+        active_at_pause,
+        "the clock does not run while paused"
+    );
     // Agents cannot run commands while paused.
     let refused = server
         .admin()
         .await
-        .request(Request::Exec { session: session.id.clone(), command: "true".into(), timeout_s: None, cwd: None })
+        .request(Request::Exec {
+            session: session.id.clone(),
+            command: "true".into(),
+            timeout_s: None,
+            cwd: None,
+        })
         .await;
     assert!(refused.is_err());
 
     let out = server.cli(&["resume", &session.id]);
     assert!(out.status.success());
-    assert!(wait_until(Duration::from_secs(5), || ticks() != frozen), "the job runs again after resume");
+    assert!(
+        wait_until(Duration::from_secs(5), || ticks() != frozen),
+        "the job runs again after resume"
+    );
     assert_ne!(process_state(pid), Some('T'));
     let out = server.cli(&["end", &session.id]);
     assert!(out.status.success());
@@ -111,12 +157,26 @@ async fn kill_minus_nine_loses_no_acknowledged_event_and_at_most_seconds_of_cloc
         let _: SessionView = server
             .admin()
             .await
-            .call(Request::Note { session: session.id.clone(), text: format!("note {i}") })
+            .call(Request::Note {
+                session: session.id.clone(),
+                text: format!("note {i}"),
+            })
             .await
             .unwrap();
     }
-    std::fs::write(std::path::Path::new(&session.workspace).join("value"), "2.5").unwrap();
-    let _: serde_json::Value = server.admin().await.call(Request::Score { session: session.id.clone() }).await.unwrap();
+    std::fs::write(
+        std::path::Path::new(&session.workspace).join("value"),
+        "2.5",
+    )
+    .unwrap();
+    let _: serde_json::Value = server
+        .admin()
+        .await
+        .call(Request::Score {
+            session: session.id.clone(),
+        })
+        .await
+        .unwrap();
     std::thread::sleep(Duration::from_millis(3500));
     let before = server.show(&session.id).await;
     server.kill9();
@@ -125,16 +185,35 @@ async fn kill_minus_nine_loses_no_acknowledged_event_and_at_most_seconds_of_cloc
 
     let after = server.show(&session.id).await;
     assert_eq!(after.notes.len(), 20, "every acknowledged note survives");
-    assert_eq!(after.score_count, before.score_count, "every acknowledged score survives");
+    assert_eq!(
+        after.score_count, before.score_count,
+        "every acknowledged score survives"
+    );
     assert_eq!(after.state, "paused");
     assert_eq!(after.pause_reason.as_deref(), Some("crash_recovery"));
-    assert!(after.active_s <= before.active_s + 0.001, "no time is added: {} > {}", after.active_s, before.active_s);
-    assert!(before.active_s - after.active_s < 5.0, "at most 5 s of clock lost: {} vs {}", after.active_s, before.active_s);
+    assert!(
+        after.active_s <= before.active_s + 0.001,
+        "no time is added: {} > {}",
+        after.active_s,
+        before.active_s
+    );
+    assert!(
+        before.active_s - after.active_s < 5.0,
+        "at most 5 s of clock lost: {} vs {}",
+        after.active_s,
+        before.active_s
+    );
     // The clock stays stopped until someone resumes, then goes on from there.
     std::thread::sleep(Duration::from_millis(1000));
     assert_eq!(server.show(&session.id).await.active_s, after.active_s);
-    let resumed: SessionView =
-        server.admin().await.call(Request::Resume { session: session.id.clone() }).await.unwrap();
+    let resumed: SessionView = server
+        .admin()
+        .await
+        .call(Request::Resume {
+            session: session.id.clone(),
+        })
+        .await
+        .unwrap();
     assert_eq!(resumed.state, "running");
     assert!((resumed.active_s - after.active_s).abs() < 0.5);
 }
@@ -153,5 +232,9 @@ async fn a_graceful_shutdown_pauses_running_sessions_without_losing_time() {
     server.spawn();
     let view = server.show(&session.id).await;
     assert_eq!(view.pause_reason.as_deref(), Some("crash_recovery"));
-    assert!(view.active_s >= 1.2, "time up to the shutdown is kept: {}", view.active_s);
+    assert!(
+        view.active_s >= 1.2,
+        "time up to the shutdown is kept: {}",
+        view.active_s
+    );
 }

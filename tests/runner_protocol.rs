@@ -10,7 +10,8 @@ use std::time::Duration;
 use common::*;
 use rebench::client::Client;
 use rebench::protocol::{
-    AttachMode, AttachReply, ErrorCode, Push, Request, SessionView, ShellInfo, b64_decode, b64_encode,
+    AttachMode, AttachReply, ErrorCode, Push, Request, SessionView, ShellInfo, b64_decode,
+    b64_encode,
 };
 
 /// Sends raw lines and reads one reply line each.
@@ -27,21 +28,41 @@ fn raw_exchange(stream: &mut UnixStream, line: &str) -> serde_json::Value {
 async fn malformed_lines_get_clear_errors_and_harm_no_one() {
     let server = TestServer::start();
     let mut stream = UnixStream::connect(server.paths.socket()).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     let reply = raw_exchange(&mut stream, r#"{"id":1,"op":"list_sessions"}"#);
     assert_eq!(reply["type"], "error");
     assert_eq!(reply["code"], "not_authenticated", "{reply}");
     let reply = raw_exchange(&mut stream, "this is not json");
     assert_eq!(reply["code"], "bad_request");
-    assert!(reply["message"].as_str().unwrap().contains("malformed JSON"), "{reply}");
-    let reply = raw_exchange(&mut stream, r#"{"id":2,"op":"hello","version":1,"client":"raw"}"#);
+    assert!(
+        reply["message"]
+            .as_str()
+            .unwrap()
+            .contains("malformed JSON"),
+        "{reply}"
+    );
+    let reply = raw_exchange(
+        &mut stream,
+        r#"{"id":2,"op":"hello","version":1,"client":"raw"}"#,
+    );
     assert_eq!(reply["type"], "response", "{reply}");
     assert_eq!(reply["result"]["role"], "admin");
     let reply = raw_exchange(&mut stream, r#"{"id":3,"op":"teleport"}"#);
     assert_eq!(reply["id"], 3);
-    assert!(reply["message"].as_str().unwrap().contains("teleport"), "{reply}");
-    let reply = raw_exchange(&mut stream, r#"{"id":4,"op":"pause","session":"abc","reason":"nap"}"#);
-    assert!(reply["message"].as_str().unwrap().contains("nap"), "{reply}");
+    assert!(
+        reply["message"].as_str().unwrap().contains("teleport"),
+        "{reply}"
+    );
+    let reply = raw_exchange(
+        &mut stream,
+        r#"{"id":4,"op":"pause","session":"abc","reason":"nap"}"#,
+    );
+    assert!(
+        reply["message"].as_str().unwrap().contains("nap"),
+        "{reply}"
+    );
     let reply = raw_exchange(&mut stream, r#"{"id":5,"op":"show","session":"../../etc"}"#);
     assert_eq!(reply["code"], "bad_request", "{reply}");
     // The same connection still works, and so do others.
@@ -56,8 +77,13 @@ async fn malformed_lines_get_clear_errors_and_harm_no_one() {
 async fn a_wrong_protocol_version_is_refused_with_both_versions_named() {
     let server = TestServer::start();
     let mut stream = UnixStream::connect(server.paths.socket()).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let reply = raw_exchange(&mut stream, r#"{"id":1,"op":"hello","version":99,"client":"future"}"#);
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let reply = raw_exchange(
+        &mut stream,
+        r#"{"id":1,"op":"hello","version":99,"client":"future"}"#,
+    );
     assert_eq!(reply["code"], "version_mismatch");
     let msg = reply["message"].as_str().unwrap();
     assert!(msg.contains("99") && msg.contains('1'), "{msg}");
@@ -72,17 +98,45 @@ async fn a_participant_token_reaches_only_its_own_session_and_participant_operat
     let mut me = server.participant(&mine.id).await;
     assert_eq!(me.hello.role, "participant");
     // Own session: fine.
-    let _: SessionView = me.call(Request::Show { session: mine.id.clone() }).await.unwrap();
-    let _: SessionView = me.call(Request::Note { session: mine.id.clone(), text: "hi".into() }).await.unwrap();
+    let _: SessionView = me
+        .call(Request::Show {
+            session: mine.id.clone(),
+        })
+        .await
+        .unwrap();
+    let _: SessionView = me
+        .call(Request::Note {
+            session: mine.id.clone(),
+            text: "hi".into(),
+        })
+        .await
+        .unwrap();
     // Another session, admin operations, listing: refused.
     let refused = [
-        Request::Show { session: theirs.id.clone() },
-        Request::Score { session: theirs.id.clone() },
-        Request::Pause { session: theirs.id.clone(), reason: rebench::session::PauseReason::Break, note: None },
-        Request::Extend { session: mine.id.clone(), by_s: 3600, reason: "more time".into() },
-        Request::End { session: theirs.id.clone(), reason: None },
+        Request::Show {
+            session: theirs.id.clone(),
+        },
+        Request::Score {
+            session: theirs.id.clone(),
+        },
+        Request::Pause {
+            session: theirs.id.clone(),
+            reason: rebench::session::PauseReason::Break,
+            note: None,
+        },
+        Request::Extend {
+            session: mine.id.clone(),
+            by_s: 3600,
+            reason: "more time".into(),
+        },
+        Request::End {
+            session: theirs.id.clone(),
+            reason: None,
+        },
         Request::ListSessions,
-        Request::Credentials { session: mine.id.clone() },
+        Request::Credentials {
+            session: mine.id.clone(),
+        },
         Request::Subscribe { session: None },
         Request::Shutdown,
     ];
@@ -94,23 +148,48 @@ async fn a_participant_token_reaches_only_its_own_session_and_participant_operat
     let _: SessionView = server
         .admin()
         .await
-        .call(Request::Pause { session: mine.id.clone(), reason: rebench::session::PauseReason::Proctor, note: None })
+        .call(Request::Pause {
+            session: mine.id.clone(),
+            reason: rebench::session::PauseReason::Proctor,
+            note: None,
+        })
         .await
         .unwrap();
-    let err = me.request(Request::Resume { session: mine.id.clone() }).await.unwrap_err();
+    let err = me
+        .request(Request::Resume {
+            session: mine.id.clone(),
+        })
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), Some(ErrorCode::Forbidden), "{err}");
     // Nor may a participant pretend to be the proctor.
     let err = me
-        .request(Request::Pause { session: mine.id.clone(), reason: rebench::session::PauseReason::Proctor, note: None })
+        .request(Request::Pause {
+            session: mine.id.clone(),
+            reason: rebench::session::PauseReason::Proctor,
+            note: None,
+        })
         .await
         .unwrap_err();
-    assert!(matches!(err.code(), Some(ErrorCode::Forbidden) | Some(ErrorCode::InvalidState)), "{err}");
+    assert!(
+        matches!(
+            err.code(),
+            Some(ErrorCode::Forbidden) | Some(ErrorCode::InvalidState)
+        ),
+        "{err}"
+    );
     // The other session is untouched; the participant socket wants a token.
     assert_eq!(server.show(&theirs.id).await.state, "running");
     let no_token = Client::connect(&server.paths.participant_socket(), None, "x").await;
-    assert_eq!(no_token.err().unwrap().code(), Some(ErrorCode::NotAuthenticated));
+    assert_eq!(
+        no_token.err().unwrap().code(),
+        Some(ErrorCode::NotAuthenticated)
+    );
     let bad_token = Client::connect(&server.paths.participant_socket(), Some("0123"), "x").await;
-    assert_eq!(bad_token.err().unwrap().code(), Some(ErrorCode::NotAuthenticated));
+    assert_eq!(
+        bad_token.err().unwrap().code(),
+        Some(ErrorCode::NotAuthenticated)
+    );
 }
 
 async fn read_until(client: &mut Client, shell: u32, needle: &str, screen: &mut String) -> bool {
@@ -137,9 +216,20 @@ async fn a_session_shell_runs_the_in_shell_commands_and_is_recorded() {
     let server = TestServer::start();
     let session = server.create_running(&env, Some(3600)).await;
     let mut driver = server.participant(&session.id).await;
-    let info: ShellInfo = driver.call(Request::ShellOpen { session: session.id.clone(), cols: 100, rows: 30 }).await.unwrap();
+    let info: ShellInfo = driver
+        .call(Request::ShellOpen {
+            session: session.id.clone(),
+            cols: 100,
+            rows: 30,
+        })
+        .await
+        .unwrap();
     let _: AttachReply = driver
-        .call(Request::ShellAttach { session: session.id.clone(), shell: info.shell, mode: AttachMode::Driver })
+        .call(Request::ShellAttach {
+            session: session.id.clone(),
+            shell: info.shell,
+            mode: AttachMode::Driver,
+        })
         .await
         .unwrap();
     let input = |text: &str| Request::ShellInput {
@@ -147,12 +237,25 @@ async fn a_session_shell_runs_the_in_shell_commands_and_is_recorded() {
         shell: info.shell,
         data: b64_encode(text.as_bytes()),
     };
-    std::fs::write(std::path::Path::new(&session.workspace).join("value"), "2.5").unwrap();
-    driver.send(input("echo rb-$REBENCH_SESSION; pwd; score\r")).await.unwrap();
+    std::fs::write(
+        std::path::Path::new(&session.workspace).join("value"),
+        "2.5",
+    )
+    .unwrap();
+    driver
+        .send(input("echo rb-$REBENCH_SESSION; pwd; score\r"))
+        .await
+        .unwrap();
     let mut screen = String::new();
-    assert!(read_until(&mut driver, info.shell, "normalized", &mut screen).await, "no score in the shell: {screen}");
+    assert!(
+        read_until(&mut driver, info.shell, "normalized", &mut screen).await,
+        "no score in the shell: {screen}"
+    );
     assert!(screen.contains(&format!("rb-{}", session.id)), "{screen}");
-    assert!(screen.contains(&session.workspace), "the shell starts in the workspace: {screen}");
+    assert!(
+        screen.contains(&session.workspace),
+        "the shell starts in the workspace: {screen}"
+    );
     assert!(screen.contains("0.590"), "{screen}");
     // The score went into the log, requested by the participant.
     let view = server.show(&session.id).await;
@@ -161,11 +264,18 @@ async fn a_session_shell_runs_the_in_shell_commands_and_is_recorded() {
     // A watcher gets the current screen at once, and cannot type.
     let mut watcher = server.admin().await;
     let snapshot: AttachReply = watcher
-        .call(Request::ShellAttach { session: session.id.clone(), shell: info.shell, mode: AttachMode::Watch })
+        .call(Request::ShellAttach {
+            session: session.id.clone(),
+            shell: info.shell,
+            mode: AttachMode::Watch,
+        })
         .await
         .unwrap();
     let shown = String::from_utf8_lossy(&b64_decode(&snapshot.screen).unwrap()).to_string();
-    assert!(shown.contains("0.590"), "the snapshot shows the screen: {shown}");
+    assert!(
+        shown.contains("0.590"),
+        "the snapshot shows the screen: {shown}"
+    );
     let err = watcher.request(input("echo nope\r")).await.unwrap_err();
     assert_eq!(err.code(), Some(ErrorCode::Forbidden));
 
@@ -185,12 +295,18 @@ async fn a_session_shell_runs_the_in_shell_commands_and_is_recorded() {
     std::thread::sleep(Duration::from_millis(400));
     let out = server.cli(&["events", &session.id]);
     let log = String::from_utf8_lossy(&out.stdout);
-    assert!(log.contains("\"shell_opened\"") && log.contains("\"shell_exited\""), "{log}");
+    assert!(
+        log.contains("\"shell_opened\"") && log.contains("\"shell_exited\""),
+        "{log}"
+    );
 }
 
 #[test]
 fn two_clients_starting_the_server_at_once_end_with_one_server() {
-    let dir = tempfile::Builder::new().prefix("rb").tempdir_in("/tmp").unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("rb")
+        .tempdir_in("/tmp")
+        .unwrap();
     let data = dir.path().join("data");
     let spawn = || {
         std::process::Command::new(BIN)
@@ -209,11 +325,24 @@ fn two_clients_starting_the_server_at_once_end_with_one_server() {
     let servers = count_servers(&data);
     assert_eq!(servers, 1, "exactly one server for the data dir");
     // A second `serve` by hand is refused with a clear message.
-    let second = std::process::Command::new(BIN).arg("serve").arg("--data-dir").arg(&data).output().unwrap();
+    let second = std::process::Command::new(BIN)
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(&data)
+        .output()
+        .unwrap();
     assert_eq!(second.status.code(), Some(3));
     let msg = String::from_utf8_lossy(&second.stderr);
-    assert!(msg.contains("another rebench server owns this data dir"), "{msg}");
-    let stop = std::process::Command::new(BIN).arg("--data-dir").arg(&data).arg("shutdown").output().unwrap();
+    assert!(
+        msg.contains("another rebench server owns this data dir"),
+        "{msg}"
+    );
+    let stop = std::process::Command::new(BIN)
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("shutdown")
+        .output()
+        .unwrap();
     assert!(stop.status.success());
     assert!(wait_until(Duration::from_secs(5), || count_servers(&data) == 0));
 }
@@ -224,18 +353,27 @@ fn count_servers(data: &std::path::Path) -> usize {
         .unwrap()
         .filter_map(|e| e.ok())
         .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-        .map(|c| c.split(|&b| b == 0).map(|a| String::from_utf8_lossy(a).to_string()).collect::<Vec<_>>())
-        .filter(|args| args.iter().any(|a| a == "serve") && args.iter().any(|a| *a == needle))
+        .map(|c| {
+            c.split(|&b| b == 0)
+                .map(|a| String::from_utf8_lossy(a).to_string())
+                .collect::<Vec<_>>()
+        })
+        .filter(|args| args.iter().any(|a| a == "serve") && args.contains(&needle))
         .count()
 }
 
 #[test]
 fn a_broken_manifest_is_reported_with_file_and_field() {
     let (_dir, env) = fixture_env(|t| {
-        t.replace("transform = \"log\"", "transform = \"sqrt\"").replace("timeout = \"2s\"", "timeout = \"soon\"")
+        t.replace("transform = \"log\"", "transform = \"sqrt\"")
+            .replace("timeout = \"2s\"", "timeout = \"soon\"")
             + "\nsurprise = 1\n"
     });
-    let out = std::process::Command::new(BIN).args(["env", "validate"]).arg(&env).output().unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["env", "validate"])
+        .arg(&env)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("environment.toml"), "{text}");

@@ -6,11 +6,23 @@ mod common;
 use common::*;
 use rebench::protocol::{ErrorCode, Request, ScoreView, SessionView};
 
-async fn score_with(server: &TestServer, session: &SessionView, mode: &str, value: f64) -> ScoreView {
+async fn score_with(
+    server: &TestServer,
+    session: &SessionView,
+    mode: &str,
+    value: f64,
+) -> ScoreView {
     let ws = std::path::Path::new(&session.workspace);
     std::fs::write(ws.join("mode"), mode).unwrap();
     std::fs::write(ws.join("value"), value.to_string()).unwrap();
-    server.admin().await.call(Request::Score { session: session.id.clone() }).await.unwrap()
+    server
+        .admin()
+        .await
+        .call(Request::Score {
+            session: session.id.clone(),
+        })
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
@@ -20,7 +32,11 @@ async fn normalization_and_best_aggregation_follow_re_bench() {
     let session = server.create_running(&env, Some(3600)).await;
     let first = &server.show(&session.id).await.scores.unwrap()[0];
     assert_eq!(first.phase, "starting");
-    assert_eq!(first.normalized, Some(0.0), "the starting solution scores 0");
+    assert_eq!(
+        first.normalized,
+        Some(0.0),
+        "the starting solution scores 0"
+    );
 
     let half = score_with(&server, &session, "ok", 2.5).await;
     assert!((half.normalized.unwrap() - 0.5906).abs() < 1e-4, "{half:?}");
@@ -29,7 +45,11 @@ async fn normalization_and_best_aggregation_follow_re_bench() {
     let above = score_with(&server, &session, "ok", 0.3).await;
     assert!((above.normalized.unwrap() - 2.53).abs() < 0.01, "{above:?}");
     let worse = score_with(&server, &session, "ok", 6.0).await;
-    assert_eq!(worse.normalized, Some(0.0), "worse than starting clips to 0");
+    assert_eq!(
+        worse.normalized,
+        Some(0.0),
+        "worse than starting clips to 0"
+    );
 
     let view = server.show(&session.id).await;
     let fin = view.final_score.unwrap();
@@ -39,7 +59,8 @@ async fn normalization_and_best_aggregation_follow_re_bench() {
 
 #[tokio::test]
 async fn last_aggregation_takes_the_last_valid_entry() {
-    let (_env_dir, env) = fixture_env(|t| t.replace("aggregate = \"best\"", "aggregate = \"last\""));
+    let (_env_dir, env) =
+        fixture_env(|t| t.replace("aggregate = \"best\"", "aggregate = \"last\""));
     let server = TestServer::start();
     let session = server.create_running(&env, Some(3600)).await;
     score_with(&server, &session, "ok", 0.3).await;
@@ -67,18 +88,28 @@ async fn every_scorer_failure_is_an_invalid_entry_and_the_session_goes_on() {
         let entry = score_with(&server, &session, mode, 1.0).await;
         assert_eq!(entry.valid, Some(false), "{mode}: {entry:?}");
         assert_eq!(entry.normalized, None, "{mode}");
-        assert!(entry.message.contains(expected), "{mode}: message {:?} lacks {expected:?}", entry.message);
+        assert!(
+            entry.message.contains(expected),
+            "{mode}: message {:?} lacks {expected:?}",
+            entry.message
+        );
     }
     let view = server.show(&session.id).await;
     assert_eq!(view.state, "running");
-    assert!(view.final_score.is_some(), "the valid starting entry still counts");
+    assert!(
+        view.final_score.is_some(),
+        "the valid starting entry still counts"
+    );
     let good = score_with(&server, &session, "ok", 2.5).await;
     assert_eq!(good.valid, Some(true));
     // The admin sees the scorer's output and hidden details.
     let scores = server.show(&session.id).await.scores.unwrap();
     let last = scores.last().unwrap();
     assert_eq!(last.details.as_ref().unwrap()["secret"], 42);
-    assert!(last.output.as_ref().unwrap().contains("scoring in"), "{last:?}");
+    assert!(
+        last.output.as_ref().unwrap().contains("scoring in"),
+        "{last:?}"
+    );
 }
 
 #[tokio::test]
@@ -99,13 +130,27 @@ async fn hidden_scores_never_reach_the_participant() {
     let server = TestServer::start();
     let session = server.create_running(&env, Some(3600)).await;
     let mut participant = server.participant(&session.id).await;
-    std::fs::write(std::path::Path::new(&session.workspace).join("value"), "2.5").unwrap();
-    let entry: ScoreView = participant.call(Request::Score { session: session.id.clone() }).await.unwrap();
+    std::fs::write(
+        std::path::Path::new(&session.workspace).join("value"),
+        "2.5",
+    )
+    .unwrap();
+    let entry: ScoreView = participant
+        .call(Request::Score {
+            session: session.id.clone(),
+        })
+        .await
+        .unwrap();
     assert!(entry.hidden);
     assert_eq!(entry.raw, None);
     assert_eq!(entry.normalized, None);
     assert_eq!(entry.message, "score recorded (hidden)");
-    let seen: SessionView = participant.call(Request::Show { session: session.id.clone() }).await.unwrap();
+    let seen: SessionView = participant
+        .call(Request::Show {
+            session: session.id.clone(),
+        })
+        .await
+        .unwrap();
     assert!(seen.final_score.is_none());
     let text = serde_json::to_string(&seen).unwrap();
     assert!(!text.contains("secret") && !text.contains("2.5"), "{text}");
@@ -115,13 +160,23 @@ async fn hidden_scores_never_reach_the_participant() {
     // Scoring twice at once is refused, not queued silently.
     let busy = {
         let mut a = server.admin().await;
-        std::fs::write(std::path::Path::new(&session.workspace).join("mode"), "sleep").unwrap();
+        std::fs::write(
+            std::path::Path::new(&session.workspace).join("mode"),
+            "sleep",
+        )
+        .unwrap();
         let id = session.id.clone();
         let slow = tokio::spawn(async move {
             let _ = a.request(Request::Score { session: id }).await;
         });
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-        let second = server.admin().await.request(Request::Score { session: session.id.clone() }).await;
+        let second = server
+            .admin()
+            .await
+            .request(Request::Score {
+                session: session.id.clone(),
+            })
+            .await;
         slow.await.unwrap();
         second
     };
@@ -133,13 +188,29 @@ async fn the_prefix_sum_environment_validates_and_scores() {
     let env = repo_root().join("environments/prefix-sum");
     let server = TestServer::start();
     let out = server.cli(&["env", "validate", env.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     if which("python3").is_none() {
         eprintln!("SKIPPED: python3 not found; the prefix-sum scorer cannot run");
         return;
     }
-    let out = server.cli(&["new", env.to_str().unwrap(), "--participant", "p", "--profile", "smoke", "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = server.cli(&[
+        "new",
+        env.to_str().unwrap(),
+        "--participant",
+        "p",
+        "--profile",
+        "smoke",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let id: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let id = id["id"].as_str().unwrap().to_string();
     let view = server.show(&id).await;
@@ -148,7 +219,10 @@ async fn the_prefix_sum_environment_validates_and_scores() {
     assert!(start.raw.unwrap() > 0.0);
     // Lay the hidden reference over the workspace: it must score well above the start.
     assert!(server.cli(&["begin", &id]).status.success());
-    common::copy_dir(&env.join("reference"), std::path::Path::new(&view.workspace));
+    common::copy_dir(
+        &env.join("reference"),
+        std::path::Path::new(&view.workspace),
+    );
     let out = server.cli(&["score", &id, "--json"]);
     let entry: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(entry["valid"], true, "{entry}");
@@ -156,5 +230,9 @@ async fn the_prefix_sum_environment_validates_and_scores() {
 }
 
 fn which(program: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| std::path::Path::new(d).join(program)).find(|p| p.exists())
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| std::path::Path::new(d).join(program))
+        .find(|p| p.exists())
 }

@@ -113,7 +113,10 @@ async fn background_jobs_outlive_the_command_without_holding_it_open() {
     // Like `nohup train.py &` in a terminal: the job keeps running (the session
     // kills it when it ends), but exec returned promptly.
     let background = read_pid(&pid_file);
-    assert!(!wait_gone_within(background, Duration::from_millis(300)).await, "the background job was killed");
+    assert!(
+        !wait_gone_within(background, Duration::from_millis(300)).await,
+        "the background job was killed"
+    );
     // SAFETY: signalling a pid this test started.
     unsafe { libc::kill(background, libc::SIGKILL) };
     assert!(wait_gone(background).await);

@@ -49,7 +49,12 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
             return crate::tui::run_workspace(paths, &view.id, true).await;
         }
         Command::Begin { session } => show(&client.call(Request::Begin { session }).await?),
-        Command::Attach { session, raw, shell, watch } => {
+        Command::Attach {
+            session,
+            raw,
+            shell,
+            watch,
+        } => {
             if raw || watch || shell.is_some() {
                 return super::attach::attach(client, &session, shell, watch).await;
             }

@@ -286,7 +286,10 @@ mod tests {
             seq,
             at: DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
             active_ms: seq * 10,
-            kind: EventKind::Note { text: format!("n{seq}"), by: "t".into() },
+            kind: EventKind::Note {
+                text: format!("n{seq}"),
+                by: "t".into(),
+            },
         }
     }
 
@@ -299,7 +302,11 @@ mod tests {
         }
         store.append("s2", &event(0)).await.unwrap();
         let seqs: Vec<u64> = store.events("s1").unwrap().iter().map(|e| e.seq).collect();
-        assert_eq!(seqs, vec![0, 1, 2, 10, 300], "big-endian keys keep numeric order");
+        assert_eq!(
+            seqs,
+            vec![0, 1, 2, 10, 300],
+            "big-endian keys keep numeric order"
+        );
         assert_eq!(store.events("s2").unwrap().len(), 1);
         let err = store.append("s1", &event(2)).await.unwrap_err().to_string();
         assert!(err.contains("already exists"), "{err}");
@@ -311,7 +318,12 @@ mod tests {
         let store = Store::open(&dir.path().join("db")).unwrap();
         let at = DateTime::from_timestamp_millis(1_700_000_000_000).unwrap();
         for (shell, seq) in [(0, 0), (0, 1), (2, 0)] {
-            let chunk = Chunk { kind: ChunkKind::Output, at, active_ms: seq, data: vec![b'a' + seq as u8] };
+            let chunk = Chunk {
+                kind: ChunkKind::Output,
+                at,
+                active_ms: seq,
+                data: vec![b'a' + seq as u8],
+            };
             store.record("s", shell, seq, &chunk).unwrap();
         }
         assert_eq!(store.recorded_shells("s").unwrap(), vec![0, 2]);
@@ -319,7 +331,16 @@ mod tests {
         assert_eq!(store.next_chunk_seq("s", 0).unwrap(), 2);
         assert_eq!(store.next_chunk_seq("s", 1).unwrap(), 0);
         assert!(store.heartbeat("s").unwrap().is_none());
-        store.set_heartbeat("s", Heartbeat { at, active_ms: 4200 }).await.unwrap();
+        store
+            .set_heartbeat(
+                "s",
+                Heartbeat {
+                    at,
+                    active_ms: 4200,
+                },
+            )
+            .await
+            .unwrap();
         assert_eq!(store.heartbeat("s").unwrap().unwrap().active_ms, 4200);
     }
 

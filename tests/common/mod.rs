@@ -25,9 +25,16 @@ pub struct TestServer {
 
 impl TestServer {
     pub fn start() -> TestServer {
-        let dir = tempfile::Builder::new().prefix("rb").tempdir_in("/tmp").unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("rb")
+            .tempdir_in("/tmp")
+            .unwrap();
         let paths = DataPaths::new(dir.path().join("data"));
-        let mut server = TestServer { dir, paths, child: None };
+        let mut server = TestServer {
+            dir,
+            paths,
+            child: None,
+        };
         server.spawn();
         server
     }
@@ -59,18 +66,36 @@ impl TestServer {
     }
 
     pub async fn admin(&self) -> Client {
-        Client::connect(&self.paths.socket(), None, "test-admin").await.unwrap()
+        Client::connect(&self.paths.socket(), None, "test-admin")
+            .await
+            .unwrap()
     }
 
     pub async fn participant(&self, session: &str) -> Client {
         let mut admin = self.admin().await;
-        let creds: Credentials = admin.call(Request::Credentials { session: session.into() }).await.unwrap();
-        Client::connect(Path::new(&creds.socket), Some(&creds.token), "test-participant").await.unwrap()
+        let creds: Credentials = admin
+            .call(Request::Credentials {
+                session: session.into(),
+            })
+            .await
+            .unwrap();
+        Client::connect(
+            Path::new(&creds.socket),
+            Some(&creds.token),
+            "test-participant",
+        )
+        .await
+        .unwrap()
     }
 
     /// Runs the CLI against this data dir.
     pub fn cli(&self, args: &[&str]) -> Output {
-        Command::new(BIN).arg("--data-dir").arg(&self.paths.root).args(args).output().unwrap()
+        Command::new(BIN)
+            .arg("--data-dir")
+            .arg(&self.paths.root)
+            .args(args)
+            .output()
+            .unwrap()
     }
 
     /// Creates a session (starting score taken) and returns its view.
@@ -92,11 +117,22 @@ impl TestServer {
     pub async fn create_running(&self, env: &Path, budget_s: Option<u64>) -> SessionView {
         let view = self.create(env, budget_s, Kind::Agent).await;
         let mut admin = self.admin().await;
-        admin.call::<SessionView>(Request::Begin { session: view.id.clone() }).await.unwrap()
+        admin
+            .call::<SessionView>(Request::Begin {
+                session: view.id.clone(),
+            })
+            .await
+            .unwrap()
     }
 
     pub async fn show(&self, session: &str) -> SessionView {
-        self.admin().await.call(Request::Show { session: session.into() }).await.unwrap()
+        self.admin()
+            .await
+            .call(Request::Show {
+                session: session.into(),
+            })
+            .await
+            .unwrap()
     }
 }
 
@@ -119,7 +155,10 @@ impl Drop for TestServer {
 }
 
 fn unsafe_term(pid: u32) {
-    let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status();
 }
 
 /// A copy of the `fixed` fixture environment, with `patch` applied to its manifest text.
@@ -162,7 +201,12 @@ pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
 pub fn process_gone(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
-        Ok(stat) => stat.rsplit(')').next().and_then(|rest| rest.trim().chars().next()) == Some('Z'),
+        Ok(stat) => {
+            stat.rsplit(')')
+                .next()
+                .and_then(|rest| rest.trim().chars().next())
+                == Some('Z')
+        }
     }
 }
 
