@@ -238,3 +238,32 @@ async fn a_graceful_shutdown_pauses_running_sessions_without_losing_time() {
         view.active_s
     );
 }
+
+#[tokio::test]
+async fn budget_warnings_are_logged_once_each() {
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = TestServer::start();
+    // 301 s: the 5-minute warning is due after one second of active time.
+    let session = server.create_running(&env, Some(301)).await;
+    let warned = wait_until(Duration::from_secs(10), || {
+        String::from_utf8_lossy(&server.cli(&["events", &session.id]).stdout)
+            .contains("\"warning\"")
+    });
+    assert!(warned, "the 5-minute warning is logged");
+    std::thread::sleep(Duration::from_millis(600));
+    let events = String::from_utf8_lossy(&server.cli(&["events", &session.id]).stdout).to_string();
+    let warnings: Vec<&str> = events
+        .lines()
+        .filter(|l| l.contains("\"warning\""))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{events}");
+    assert!(
+        warnings[0].contains("\"threshold_s\":300"),
+        "{}",
+        warnings[0]
+    );
+    assert!(
+        !events.contains("\"threshold_s\":900"),
+        "no 15-minute warning on a 5-minute budget"
+    );
+}

@@ -332,17 +332,23 @@ impl Hub {
                 }
             }
             let active = host.set_clock_running(&live, false);
+            let paused = host
+                .append_at(
+                    &mut live,
+                    EventKind::Paused {
+                        reason,
+                        by: by.name.clone(),
+                        note,
+                    },
+                    active,
+                )
+                .await;
+            if let Err(e) = paused {
+                // Not on record, so not paused: the clock goes on.
+                host.set_clock_running(&live, true);
+                return Err(e);
+            }
             self.freeze(&host).await;
-            host.append_at(
-                &mut live,
-                EventKind::Paused {
-                    reason,
-                    by: by.name.clone(),
-                    note,
-                },
-                active,
-            )
-            .await?;
         }
         Ok(host.view(by.audience, false).await)
     }
