@@ -141,6 +141,19 @@ pub enum Request {
         #[serde(default)]
         session: Option<String>,
     },
+    /// A page of a shell's terminal recording (admin only).
+    Recording {
+        session: String,
+        shell: u32,
+        #[serde(default)]
+        from: u64,
+        #[serde(default)]
+        limit: Option<u32>,
+    },
+    /// Shell numbers that have a recording (admin only).
+    RecordedShells {
+        session: String,
+    },
     /// The participant socket and token of a session, for an agent scaffold (admin only).
     Credentials {
         session: String,
@@ -174,7 +187,9 @@ impl Request {
             | ShellInput { session, .. }
             | ShellResize { session, .. }
             | ShellClose { session, .. }
-            | Credentials { session } => Some(session),
+            | Credentials { session }
+            | Recording { session, .. }
+            | RecordedShells { session } => Some(session),
             Subscribe { session } => session.as_deref(),
             Hello { .. } | CreateSession(_) | ListSessions | Shutdown => None,
         }

@@ -266,3 +266,23 @@ pub struct Credentials {
     pub socket: String,
     pub token: String,
 }
+
+/// One recorded terminal chunk (reply to `recording`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChunkView {
+    pub seq: u64,
+    /// `output`, `input`, `resize` (data: cols u16 BE, rows u16 BE) or `exit` (data: i32 BE).
+    pub kind: String,
+    pub at: DateTime<Utc>,
+    pub active_ms: u64,
+    /// base64
+    pub data: String,
+}
+
+/// Reply to `recording`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordingPage {
+    pub chunks: Vec<ChunkView>,
+    /// Pass as `from` for the next page; null at the end.
+    pub next: Option<u64>,
+}

@@ -34,6 +34,9 @@ enum Role {
     Participant { session: String },
 }
 
+/// Most chunks in one `recording` reply (keeps a reply well under the line limit).
+const RECORDING_PAGE: u32 = 500;
+
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 
 struct Conn {
@@ -556,6 +559,44 @@ async fn run_request(
             let host = hub.host(&session)?;
             host.shell(shell)?.kill();
             json(serde_json::json!({}))
+        }
+        Request::Recording {
+            session,
+            shell,
+            from,
+            limit,
+        } => {
+            hub.host(&session)?;
+            let limit = limit.unwrap_or(RECORDING_PAGE).clamp(1, RECORDING_PAGE) as usize;
+            let (chunks, next) = hub
+                .store
+                .recording_page(&session, shell, from, limit)
+                .map_err(OpError::internal)?;
+            let chunks = chunks
+                .into_iter()
+                .map(|(seq, c)| crate::protocol::ChunkView {
+                    seq,
+                    kind: match c.kind {
+                        crate::store::ChunkKind::Output => "output",
+                        crate::store::ChunkKind::Input => "input",
+                        crate::store::ChunkKind::Resize => "resize",
+                        crate::store::ChunkKind::Exit => "exit",
+                    }
+                    .to_string(),
+                    at: c.at,
+                    active_ms: c.active_ms,
+                    data: crate::protocol::b64_encode(&c.data),
+                })
+                .collect();
+            json(crate::protocol::RecordingPage { chunks, next })
+        }
+        Request::RecordedShells { session } => {
+            hub.host(&session)?;
+            json(
+                hub.store
+                    .recorded_shells(&session)
+                    .map_err(OpError::internal)?,
+            )
         }
         Request::Credentials { session } => {
             let host = hub.host(&session)?;

@@ -222,17 +222,40 @@ impl Store {
 
     /// All chunks of one shell's recording, in order.
     pub fn recording(&self, session: &str, shell: u32) -> Result<Vec<Chunk>> {
+        let (chunks, _) = self.recording_page(session, shell, 0, usize::MAX)?;
+        Ok(chunks.into_iter().map(|(_, c)| c).collect())
+    }
+
+    /// Up to `limit` chunks of a shell's recording from chunk `from` on, with
+    /// their numbers, and the number to continue from (None at the end).
+    pub fn recording_page(
+        &self,
+        session: &str,
+        shell: u32,
+        from: u64,
+        limit: usize,
+    ) -> Result<(Vec<(u64, Chunk)>, Option<u64>)> {
         let tree = self.recording_tree(session)?;
+        let mut start = [0u8; 12];
+        start[..4].copy_from_slice(&shell.to_be_bytes());
+        start[4..].copy_from_slice(&from.to_be_bytes());
         let mut out = Vec::new();
-        for item in tree.scan_prefix(shell.to_be_bytes()) {
+        for item in tree.range(start..) {
             let (key, bytes) = item?;
+            if key[..4] != shell.to_be_bytes() {
+                break;
+            }
+            let seq = key_u64(&key[4..]);
+            if out.len() >= limit {
+                return Ok((out, Some(seq)));
+            }
             let chunk = Chunk::decode(&bytes).map_err(|message| StoreError::Corrupt {
-                what: format!("recording {session}/{shell}/{}", key_u64(&key[4..])),
+                what: format!("recording {session}/{shell}/{seq}"),
                 message,
             })?;
-            out.push(chunk);
+            out.push((seq, chunk));
         }
-        Ok(out)
+        Ok((out, None))
     }
 
     /// Shell numbers that have a recording.
@@ -330,6 +353,13 @@ mod tests {
         assert_eq!(store.recording("s", 0).unwrap().len(), 2);
         assert_eq!(store.next_chunk_seq("s", 0).unwrap(), 2);
         assert_eq!(store.next_chunk_seq("s", 1).unwrap(), 0);
+        let (page, next) = store.recording_page("s", 0, 0, 1).unwrap();
+        assert_eq!((page.len(), page[0].0, next), (1, 0, Some(1)));
+        let (page, next) = store.recording_page("s", 0, 1, 10).unwrap();
+        assert_eq!(
+            (page.len(), page[0].1.data.clone(), next),
+            (1, b"b".to_vec(), None)
+        );
         assert!(store.heartbeat("s").unwrap().is_none());
         store
             .set_heartbeat(
