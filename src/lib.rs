@@ -9,6 +9,8 @@ pub mod client;
 pub mod environment;
 pub mod paths;
 pub mod protocol;
+pub mod recording;
+pub mod report;
 pub mod sandbox;
 pub mod scoring;
 pub mod server;

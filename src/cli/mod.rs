@@ -121,6 +121,12 @@ pub enum Command {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Export a session's recording (asciicast v2/v3) or its complete log (jsonl).
+    Export(crate::recording::ExportArgs),
+    /// Replay a session or a recording file (asciicast v2/v3, rebench jsonl, `script`).
+    Replay(crate::recording::ReplayArgs),
+    /// The expert baseline and the agent comparison.
+    Report(crate::report::ReportArgs),
     /// Commands for inside a session (they use REBENCH_SOCKET, REBENCH_SESSION, REBENCH_TOKEN).
     #[command(subcommand)]
     Task(task::TaskCommand),
@@ -154,6 +160,9 @@ pub fn run(cli: Cli) -> i32 {
         Command::Serve => serve(paths),
         Command::Env(cmd) => report(env_cmd::run(cmd, &paths, json)),
         Command::Task(cmd) => report(block_on(task::run(cmd, json))),
+        Command::Export(args) => report(block_on(crate::recording::export(args, &paths))),
+        Command::Replay(args) => report(block_on(crate::recording::replay(args, &paths))),
+        Command::Report(args) => report(block_on(crate::report::run(args, &paths))),
         other => report(block_on(session_cmd::run(other, &paths, json))),
     }
 }

@@ -178,7 +178,12 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
                 false,
             ));
         }
-        Command::Serve | Command::Env(_) | Command::Task(_) => bail!("not a server command"),
+        Command::Serve
+        | Command::Env(_)
+        | Command::Task(_)
+        | Command::Export(_)
+        | Command::Replay(_)
+        | Command::Report(_) => bail!("not a server command"),
     }
     Ok(0)
 }
