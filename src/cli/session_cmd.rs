@@ -141,15 +141,7 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
             cwd,
             command,
         } => {
-            let timeout_s = match timeout {
-                Some(t) => Some(
-                    parse_duration(&t)
-                        .map_err(anyhow::Error::msg)
-                        .context("--timeout")?
-                        .as_secs_f64(),
-                ),
-                None => None,
-            };
+            let timeout_s = optional_seconds(timeout.as_deref(), "--timeout")?;
             let reply: ExecReply = client
                 .call(Request::Exec {
                     session,
@@ -194,15 +186,7 @@ async fn create(
     paths: &DataPaths,
 ) -> anyhow::Result<SessionView> {
     let env = discovery::resolve(&args.env, &discovery::search_path(&paths.root))?;
-    let budget_s = match &args.budget {
-        Some(b) => Some(
-            parse_duration(b)
-                .map_err(anyhow::Error::msg)
-                .context("--budget")?
-                .as_secs(),
-        ),
-        None => None,
-    };
+    let budget_s = optional_seconds(args.budget.as_deref(), "--budget")?.map(|s| s as u64);
     let kind = args
         .kind
         .parse()
@@ -217,6 +201,17 @@ async fn create(
         allow_missing_hardware: args.allow_missing_hardware,
     };
     Ok(client.call(Request::CreateSession(request)).await?)
+}
+
+/// A duration flag (`90m`, `1h30m`) as seconds, with the flag named in errors.
+pub fn optional_seconds(text: Option<&str>, flag: &str) -> anyhow::Result<Option<f64>> {
+    text.map(|t| {
+        parse_duration(t)
+            .map(|d| d.as_secs_f64())
+            .map_err(anyhow::Error::msg)
+            .context(flag.to_string())
+    })
+    .transpose()
 }
 
 pub fn print_score(score: &ScoreView, unit: &str, json: bool) {

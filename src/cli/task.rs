@@ -9,7 +9,7 @@ use crate::client::Client;
 use crate::protocol::{ExecReply, Request, ScoreView, SessionView};
 
 use super::print;
-use super::session_cmd::{join_command, print_exec, print_score};
+use super::session_cmd::{join_command, optional_seconds, print_exec, print_score};
 
 #[derive(Debug, Subcommand)]
 pub enum TaskCommand {
@@ -142,15 +142,7 @@ pub async fn run(command: TaskCommand, json: bool) -> anyhow::Result<i32> {
             println!("{}", reply["instructions"].as_str().unwrap_or_default());
         }
         TaskCommand::Exec { timeout, command } => {
-            let timeout_s = match timeout {
-                Some(t) => Some(
-                    crate::environment::duration::parse_duration(&t)
-                        .map_err(anyhow::Error::msg)
-                        .context("--timeout")?
-                        .as_secs_f64(),
-                ),
-                None => None,
-            };
+            let timeout_s = optional_seconds(timeout.as_deref(), "--timeout")?;
             let reply: ExecReply = client
                 .call(Request::Exec {
                     session,

@@ -296,9 +296,8 @@ impl Hub {
                 },
             )
             .await?;
-            host.set_clock_running(&live, true);
             // Shells opened before the start were held frozen.
-            self.thaw(&host).await;
+            self.start_clock(&host, &live).await;
         }
         Ok(host.view(by.audience, false).await)
     }
@@ -390,8 +389,7 @@ impl Hub {
                 },
             )
             .await?;
-            host.set_clock_running(&live, true);
-            self.thaw(&host).await;
+            self.start_clock(&host, &live).await;
         }
         Ok(host.view(by.audience, false).await)
     }
@@ -648,6 +646,16 @@ impl Hub {
     }
 
     // ----- processes ------------------------------------------------------
+
+    /// Runs the clock and thaws the session's processes. Call with `live` held.
+    async fn start_clock(
+        &self,
+        host: &Arc<Host>,
+        live: &tokio::sync::MutexGuard<'_, super::host::Live>,
+    ) {
+        host.set_clock_running(live, true);
+        self.thaw(host).await;
+    }
 
     pub async fn freeze(&self, host: &Arc<Host>) {
         let marker = host.marker();
