@@ -233,3 +233,37 @@ fn calibrate_measures_starting_and_reference() {
         "bundled environments are listed from the repo root"
     );
 }
+
+#[test]
+fn sessions_watch_prints_a_new_table_when_something_happens() {
+    use std::io::{BufRead, BufReader};
+    let (_d, env) = fixture_env(|t| t);
+    let server = TestServer::start();
+    let mut watcher = std::process::Command::new(BIN)
+        .arg("--data-dir")
+        .arg(&server.paths.root)
+        .args(["sessions", "--watch", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watcher.stdout.take().unwrap()).lines();
+    let first: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(first.as_array().unwrap().len(), 0);
+    let id = new_session(&server, &env, &[]);
+    let mut seen = false;
+    for line in lines.by_ref().take(5) {
+        let table: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if table
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["id"] == id.as_str())
+        {
+            seen = true;
+            break;
+        }
+    }
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+    assert!(seen, "the new session appears without polling");
+}

@@ -65,7 +65,11 @@ pub enum Command {
         watch: bool,
     },
     /// List sessions.
-    Sessions,
+    Sessions {
+        /// Keep printing the table as sessions change (server push).
+        #[arg(long)]
+        watch: bool,
+    },
     /// Show one session with its score log.
     Show { session: String },
     /// The session's full event log (JSON lines).

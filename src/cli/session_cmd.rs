@@ -61,7 +61,7 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
             drop(client);
             return crate::tui::run_workspace(paths, &session, false).await;
         }
-        Command::Sessions => {
+        Command::Sessions { watch: false } => {
             let views: Vec<SessionView> = client.call(Request::ListSessions).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&views)?);
@@ -69,6 +69,7 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
                 print!("{}", print::sessions_table(&views));
             }
         }
+        Command::Sessions { watch: true } => return watch_sessions(client, json).await,
         Command::Show { session } => show(&client.call(Request::Show { session }).await?),
         Command::Events { session } => {
             let events: Vec<serde_json::Value> = client.call(Request::Events { session }).await?;
@@ -178,6 +179,38 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
         | Command::Report(_) => bail!("not a server command"),
     }
     Ok(0)
+}
+
+/// Reprints the table whenever a session event arrives (and every few seconds
+/// on a terminal, so clocks move). JSON mode prints one array per line.
+async fn watch_sessions(mut client: Client, json: bool) -> anyhow::Result<i32> {
+    use std::io::IsTerminal;
+    let tty = std::io::stdout().is_terminal();
+    client.request(Request::Subscribe { session: None }).await?;
+    loop {
+        let views: Vec<SessionView> = client.call(Request::ListSessions).await?;
+        if json {
+            println!("{}", serde_json::to_string(&views)?);
+        } else {
+            if tty {
+                print!("\x1b[H\x1b[2J");
+            }
+            print!("{}", print::sessions_table(&views));
+            if !tty {
+                println!();
+            }
+        }
+        let refresh = std::time::Duration::from_secs(if tty { 5 } else { 3600 });
+        match tokio::time::timeout(refresh, client.next_push()).await {
+            Ok(Ok(_)) | Err(_) => {}
+            Ok(Err(e)) => return Err(e.into()),
+        }
+        // Take the rest of a burst (a score, a pause) as one update.
+        while let Ok(Ok(_)) =
+            tokio::time::timeout(std::time::Duration::from_millis(100), client.next_push()).await
+        {
+        }
+    }
 }
 
 async fn create(

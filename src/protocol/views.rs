@@ -125,6 +125,9 @@ pub struct SessionView {
     pub extensions: Vec<ExtensionView>,
     pub notes: Vec<NoteView>,
     pub score_count: usize,
+    /// The last keystroke into a shell or exec (since the server started).
+    #[serde(default)]
+    pub last_activity_at: Option<DateTime<Utc>>,
     /// Omitted in `sessions` listings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scores: Option<Vec<ScoreView>>,
@@ -204,6 +207,7 @@ impl SessionView {
                 })
                 .collect(),
             score_count: state.scores.len(),
+            last_activity_at: None,
             scores: with_scores.then(|| {
                 state
                     .scores

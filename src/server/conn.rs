@@ -321,7 +321,8 @@ impl Conn {
                     }
                     let bytes =
                         b64_decode(&data).map_err(|e| OpError::new(ErrorCode::BadRequest, e))?;
-                    self.require_running(&session)?;
+                    let host = self.require_running(&session)?;
+                    host.touch();
                     s.input(bytes).map_err(OpError::state)
                 });
                 Self::reply(&tx, id, result.map(|_| serde_json::json!({})));
@@ -385,10 +386,10 @@ impl Conn {
         self.hub.host(session)?.shell(shell)
     }
 
-    fn require_running(&self, session: &str) -> OpResult<()> {
+    fn require_running(&self, session: &str) -> OpResult<Arc<super::host::Host>> {
         let host = self.hub.host(session)?;
         if host.clock_runs() {
-            Ok(())
+            Ok(host)
         } else {
             Err(OpError::state(
                 "the session is not running (paused, ended or not started); input is not accepted",

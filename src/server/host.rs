@@ -67,6 +67,8 @@ pub struct Host {
     next_shell: AtomicU32,
     /// Wakes the budget timer after a state change.
     pub wake: Notify,
+    /// The last keystroke or exec (for proctors' idle alerts; not persisted).
+    last_activity: Mutex<Option<chrono::DateTime<Utc>>>,
     pub events: broadcast::Sender<(String, Event)>,
     pub shell_exits: mpsc::UnboundedSender<ShellEnded>,
 }
@@ -96,6 +98,7 @@ impl Host {
             shells: Mutex::new(BTreeMap::new()),
             next_shell: AtomicU32::new(next_shell),
             wake: Notify::new(),
+            last_activity: Mutex::new(None),
             events,
             shell_exits: exit_tx,
         });
@@ -195,13 +198,20 @@ impl Host {
 
     pub async fn view(&self, audience: Audience, with_scores: bool) -> SessionView {
         let live = self.live.lock().await;
-        SessionView::build(
+        let mut view = SessionView::build(
             &self.meta,
             &live.state,
             self.active_ms(),
             audience,
             with_scores,
-        )
+        );
+        view.last_activity_at = *self.last_activity.lock().unwrap_or_else(|e| e.into_inner());
+        view
+    }
+
+    /// Notes a keystroke or command (idle detection).
+    pub fn touch(&self) {
+        *self.last_activity.lock().unwrap_or_else(|e| e.into_inner()) = Some(Utc::now());
     }
 
     pub fn next_shell_id(&self) -> u32 {

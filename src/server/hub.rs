@@ -737,6 +737,7 @@ impl Hub {
                 )));
             }
         }
+        host.touch();
         let spec = ExecSpec {
             command: command.clone(),
             cwd: workdir.clone(),
