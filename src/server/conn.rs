@@ -45,6 +45,8 @@ struct Conn {
     tx: mpsc::Sender<ServerLine>,
     role: Option<Role>,
     actor: Actor,
+    /// Event forwarders of `subscribe`, stopped when the connection ends.
+    subscriptions: Vec<tokio::task::JoinHandle<()>>,
 }
 
 pub async fn serve_connection(hub: Arc<Hub>, stream: UnixStream, door: Door) {
@@ -74,6 +76,7 @@ pub async fn serve_connection(hub: Arc<Hub>, stream: UnixStream, door: Door) {
             name: "unknown".into(),
             audience: Audience::Participant,
         },
+        subscriptions: Vec::new(),
     };
     let mut reader = BufReader::new(read_half);
     let mut buf = Vec::new();
@@ -397,7 +400,7 @@ impl Conn {
         }
     }
 
-    fn subscribe(&self, session: Option<String>) -> OpResult<()> {
+    fn subscribe(&mut self, session: Option<String>) -> OpResult<()> {
         if let Some(s) = &session {
             self.hub.host(s)?;
         }
@@ -405,7 +408,7 @@ impl Conn {
         let tx = self.tx.clone();
         let audience = self.actor.audience;
         let hub = self.hub.clone();
-        tokio::spawn(async move {
+        let forwarder = tokio::spawn(async move {
             loop {
                 match events.recv().await {
                     Ok((id, event)) => {
@@ -429,10 +432,14 @@ impl Conn {
                 }
             }
         });
+        self.subscriptions.push(forwarder);
         Ok(())
     }
 
     fn cleanup(&self) {
+        for forwarder in &self.subscriptions {
+            forwarder.abort();
+        }
         for host in self.hub.all_hosts() {
             for shell in host.shells_guard().values() {
                 shell.detach(self.id);
