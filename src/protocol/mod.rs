@@ -293,6 +293,12 @@ pub enum Push {
         code: Option<i32>,
         signal: Option<i32>,
     },
+    /// A scoring run began (its entry arrives as a `scored` session event).
+    ScoringStarted {
+        session: String,
+        phase: crate::session::ScorePhase,
+        by: String,
+    },
     /// This client no longer drives the shell (another driver took over).
     ShellDetached {
         session: String,

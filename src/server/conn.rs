@@ -408,27 +408,36 @@ impl Conn {
         let tx = self.tx.clone();
         let audience = self.actor.audience;
         let hub = self.hub.clone();
+        let mut scoring = self.hub.scoring_started.subscribe();
         let forwarder = tokio::spawn(async move {
+            use tokio::sync::broadcast::error::RecvError;
             loop {
-                match events.recv().await {
-                    Ok((id, event)) => {
-                        if session.as_ref().is_some_and(|s| *s != id) {
-                            continue;
+                let line = tokio::select! {
+                    logged = events.recv() => match logged {
+                        Ok((id, event)) => {
+                            if session.as_ref().is_some_and(|s| *s != id) {
+                                continue;
+                            }
+                            let visible = hub.host(&id).map(|h| h.meta.scoring.visible).unwrap_or(false);
+                            let event = redact(event, audience, visible);
+                            Push::SessionEvent { session: id, event }
                         }
-                        let visible = hub
-                            .host(&id)
-                            .map(|h| h.meta.scoring.visible)
-                            .unwrap_or(false);
-                        let event = redact(event, audience, visible);
-                        let line = ServerLine::Event {
-                            event: Push::SessionEvent { session: id, event },
-                        };
-                        if tx.send(line).await.is_err() {
-                            break;
+                        Err(RecvError::Lagged(_)) => continue,
+                        Err(RecvError::Closed) => break,
+                    },
+                    started = scoring.recv() => match started {
+                        Ok(s) => {
+                            if session.as_ref().is_some_and(|id| *id != s.session) {
+                                continue;
+                            }
+                            Push::ScoringStarted { session: s.session, phase: s.phase, by: s.by }
                         }
-                    }
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(_) => break,
+                        Err(RecvError::Lagged(_)) => continue,
+                        Err(RecvError::Closed) => break,
+                    },
+                };
+                if tx.send(ServerLine::Event { event: line }).await.is_err() {
+                    break;
                 }
             }
         });

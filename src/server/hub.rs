@@ -42,12 +42,21 @@ const EXEC_OUTPUT_LIMIT: usize = 1024 * 1024;
 /// Exec output kept in the event log (the reply carries up to EXEC_OUTPUT_LIMIT).
 const EXEC_LOG_LIMIT: usize = 64 * 1024;
 
+#[derive(Debug, Clone)]
+pub struct ScoringStarted {
+    pub session: String,
+    pub phase: ScorePhase,
+    pub by: String,
+}
+
 pub struct Hub {
     pub store: Store,
     pub clock: Arc<dyn MonotonicClock>,
     pub paths: DataPaths,
     hosts: Mutex<HashMap<String, Arc<Host>>>,
     pub events: broadcast::Sender<(String, Event)>,
+    /// Scoring runs starting (not logged: the entry is logged when it ends).
+    pub scoring_started: broadcast::Sender<ScoringStarted>,
     /// The session shell rc file.
     pub rc_file: PathBuf,
     /// The folder of the running `rebench` binary (put on the shells' PATH).
@@ -63,6 +72,7 @@ impl Hub {
         rc_file: PathBuf,
     ) -> Arc<Hub> {
         let (events, _) = broadcast::channel(4096);
+        let (scoring_started, _) = broadcast::channel(256);
         let bin_dir = std::env::current_exe()
             .ok()
             .and_then(|p| p.parent().map(|d| d.to_path_buf()));
@@ -72,6 +82,7 @@ impl Hub {
             paths,
             hosts: Mutex::new(HashMap::new()),
             events,
+            scoring_started,
             rc_file,
             bin_dir,
             shutdown: tokio::sync::Notify::new(),
@@ -254,6 +265,7 @@ impl Hub {
                 .await?;
             }
         }
+        self.announce_scoring(host, ScorePhase::Starting, SYSTEM);
         let entry = take_score(&host.meta, ScorePhase::Starting, SYSTEM, 0).await;
         let mut live = host.live.lock().await;
         host.append(
@@ -506,6 +518,7 @@ impl Hub {
             }
             host.active_ms()
         };
+        self.announce_scoring(&host, ScorePhase::Intermediate, &by.name);
         let entry = take_score(
             &host.meta,
             ScorePhase::Intermediate,
@@ -532,6 +545,14 @@ impl Hub {
             host.meta.scoring.visible,
             by.audience,
         ))
+    }
+
+    fn announce_scoring(&self, host: &Host, phase: ScorePhase, by: &str) {
+        let _ = self.scoring_started.send(ScoringStarted {
+            session: host.meta.id.clone(),
+            phase,
+            by: by.to_string(),
+        });
     }
 
     // ----- the end --------------------------------------------------------
@@ -617,6 +638,7 @@ impl Hub {
         }
         if final_score {
             let active = host.live.lock().await.state.active_ms;
+            self.announce_scoring(host, ScorePhase::Final, SYSTEM);
             let entry = take_score(&host.meta, ScorePhase::Final, SYSTEM, active).await;
             let mut live = host.live.lock().await;
             host.append_at(
