@@ -379,3 +379,53 @@ fn a_broken_manifest_is_reported_with_file_and_field() {
     assert!(text.contains("environment.toml"), "{text}");
     assert!(text.contains("surprise"), "unknown keys are named: {text}");
 }
+
+#[tokio::test]
+async fn subscribers_see_a_scoring_run_start_and_its_entry_redacted_for_participants() {
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = TestServer::start();
+    let session = server.create_running(&env, Some(3600)).await;
+    let mut me = server.participant(&session.id).await;
+    me.request(Request::Subscribe {
+        session: Some(session.id.clone()),
+    })
+    .await
+    .unwrap();
+    let mut admin = server.admin().await;
+    let _: serde_json::Value = admin
+        .call(Request::Score {
+            session: session.id.clone(),
+        })
+        .await
+        .unwrap();
+    let mut saw_start = false;
+    let scored = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match me.next_push().await.unwrap() {
+                Push::ScoringStarted { phase, .. } => {
+                    assert_eq!(phase, rebench::session::ScorePhase::Intermediate);
+                    saw_start = true;
+                }
+                Push::SessionEvent { event, .. } => {
+                    if let rebench::session::EventKind::Scored { entry } = event.kind {
+                        return entry;
+                    }
+                }
+                _ => {}
+            }
+        }
+    })
+    .await
+    .expect("a scored event is pushed");
+    assert!(saw_start, "scoring_started comes before the entry");
+    assert!(scored.valid);
+    assert_eq!(
+        scored.details,
+        serde_json::Value::Null,
+        "details never reach a participant"
+    );
+    assert!(
+        scored.output.is_empty(),
+        "scorer output never reaches a participant"
+    );
+}
