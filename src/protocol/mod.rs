@@ -207,6 +207,8 @@ impl Request {
                 | Pause { .. }
                 | Resume { .. }
                 | Submit { .. }
+                | Begin { .. }
+                | ShellClose { .. }
                 | Note { .. }
                 | Instructions { .. }
                 | Exec { .. }

@@ -102,6 +102,8 @@ pub struct SessionView {
     pub id: String,
     pub environment: String,
     pub title: String,
+    #[serde(default)]
+    pub summary: String,
     pub profile: Option<String>,
     pub participant: String,
     pub kind: String,
@@ -121,6 +123,9 @@ pub struct SessionView {
     pub aggregate: String,
     pub allow_missing_hardware: bool,
     pub hardware_missing: Vec<String>,
+    /// Workspace files the participant must not change.
+    #[serde(default)]
+    pub protected: Vec<String>,
     pub pauses: Vec<PauseView>,
     pub extensions: Vec<ExtensionView>,
     pub notes: Vec<NoteView>,
@@ -128,6 +133,9 @@ pub struct SessionView {
     /// The last keystroke into a shell or exec (since the server started).
     #[serde(default)]
     pub last_activity_at: Option<DateTime<Utc>>,
+    /// When the scoring run in progress began, if one is running.
+    #[serde(default)]
+    pub scoring_since: Option<DateTime<Utc>>,
     /// Omitted in `sessions` listings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scores: Option<Vec<ScoreView>>,
@@ -153,6 +161,7 @@ impl SessionView {
             id: meta.id.clone(),
             environment: meta.env_id.clone(),
             title: meta.env_title.clone(),
+            summary: meta.env_summary.clone(),
             profile: meta.profile.clone(),
             participant: meta.participant.clone(),
             kind: meta.kind.as_str().to_string(),
@@ -175,6 +184,7 @@ impl SessionView {
             aggregate: format!("{:?}", meta.scoring.aggregate).to_lowercase(),
             allow_missing_hardware: meta.allow_missing_hardware,
             hardware_missing: meta.hardware_missing.clone(),
+            protected: meta.scoring.protected.clone(),
             pauses: state
                 .pauses
                 .iter()
@@ -208,6 +218,7 @@ impl SessionView {
                 .collect(),
             score_count: state.scores.len(),
             last_activity_at: None,
+            scoring_since: None,
             scores: with_scores.then(|| {
                 state
                     .scores

@@ -69,6 +69,8 @@ pub struct Host {
     pub wake: Notify,
     /// The last keystroke or exec (for proctors' idle alerts; not persisted).
     last_activity: Mutex<Option<chrono::DateTime<Utc>>>,
+    /// When the scoring run in progress began.
+    scoring_since: Mutex<Option<chrono::DateTime<Utc>>>,
     pub events: broadcast::Sender<(String, Event)>,
     pub shell_exits: mpsc::UnboundedSender<ShellEnded>,
 }
@@ -99,6 +101,7 @@ impl Host {
             next_shell: AtomicU32::new(next_shell),
             wake: Notify::new(),
             last_activity: Mutex::new(None),
+            scoring_since: Mutex::new(None),
             events,
             shell_exits: exit_tx,
         });
@@ -206,7 +209,14 @@ impl Host {
             with_scores,
         );
         view.last_activity_at = *self.last_activity.lock().unwrap_or_else(|e| e.into_inner());
+        view.scoring_since = *self.scoring_since.lock().unwrap_or_else(|e| e.into_inner());
         view
+    }
+
+    /// Marks a scoring run as in progress until the guard is dropped.
+    pub fn scoring_mark(&self) -> ScoringMark<'_> {
+        *self.scoring_since.lock().unwrap_or_else(|e| e.into_inner()) = Some(Utc::now());
+        ScoringMark { host: self }
     }
 
     /// Notes a keystroke or command (idle detection).
@@ -248,5 +258,20 @@ impl Host {
                 self.meta.env_id
             ))
         })
+    }
+}
+
+/// Clears the host's "scoring since" when the run ends, however it ends.
+pub struct ScoringMark<'a> {
+    host: &'a Host,
+}
+
+impl Drop for ScoringMark<'_> {
+    fn drop(&mut self) {
+        *self
+            .host
+            .scoring_since
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = None;
     }
 }

@@ -202,6 +202,7 @@ impl Hub {
             id: id.clone(),
             env_id: env.id().to_string(),
             env_title: env.manifest.title.clone(),
+            env_summary: env.manifest.summary.clone(),
             env_dir: env.dir.clone(),
             manifest_hash: env.manifest_hash.clone(),
             profile: plan.profile.clone(),
@@ -266,7 +267,9 @@ impl Hub {
             }
         }
         self.announce_scoring(host, ScorePhase::Starting, SYSTEM);
+        let mark = host.scoring_mark();
         let entry = take_score(&host.meta, ScorePhase::Starting, SYSTEM, 0).await;
+        drop(mark);
         let mut live = host.live.lock().await;
         host.append(
             &mut live,
@@ -519,6 +522,7 @@ impl Hub {
             host.active_ms()
         };
         self.announce_scoring(&host, ScorePhase::Intermediate, &by.name);
+        let mark = host.scoring_mark();
         let entry = take_score(
             &host.meta,
             ScorePhase::Intermediate,
@@ -526,6 +530,7 @@ impl Hub {
             requested_active_ms,
         )
         .await;
+        drop(mark);
         let mut live = host.live.lock().await;
         host.append(
             &mut live,
@@ -639,7 +644,9 @@ impl Hub {
         if final_score {
             let active = host.live.lock().await.state.active_ms;
             self.announce_scoring(host, ScorePhase::Final, SYSTEM);
+            let mark = host.scoring_mark();
             let entry = take_score(&host.meta, ScorePhase::Final, SYSTEM, active).await;
+            drop(mark);
             let mut live = host.live.lock().await;
             host.append_at(
                 &mut live,

@@ -43,6 +43,8 @@ pub struct SessionMeta {
     pub id: String,
     pub env_id: String,
     pub env_title: String,
+    #[serde(default)]
+    pub env_summary: String,
     pub env_dir: PathBuf,
     pub manifest_hash: String,
     pub profile: Option<String>,

@@ -38,6 +38,9 @@ pub enum StoreError {
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
+/// Numbered chunks of a recording, and the number to continue from (None at the end).
+pub type RecordingPage = (Vec<(u64, Chunk)>, Option<u64>);
+
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Heartbeat {
     pub at: DateTime<Utc>,
@@ -234,7 +237,7 @@ impl Store {
         shell: u32,
         from: u64,
         limit: usize,
-    ) -> Result<(Vec<(u64, Chunk)>, Option<u64>)> {
+    ) -> Result<RecordingPage> {
         let tree = self.recording_tree(session)?;
         let mut start = [0u8; 12];
         start[..4].copy_from_slice(&shell.to_be_bytes());

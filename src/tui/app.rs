@@ -38,12 +38,18 @@ pub enum Screen {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Overlay {
     Help,
-    Instructions { scroll: u16 },
+    Instructions {
+        scroll: u16,
+    },
     /// The one-line note editor.
-    Note { text: String },
+    Note {
+        text: String,
+    },
     /// Pick a pause reason.
     PauseChoice,
-    ConfirmClose { shell: u32 },
+    ConfirmClose {
+        shell: u32,
+    },
     ConfirmSubmit,
 }
 
@@ -118,6 +124,8 @@ pub enum Action {
         reason: String,
     },
     SessionEvent(Box<Event>),
+    /// A scoring run began (ours, or `score` typed in a shell).
+    ScoringStarted,
     Disconnected(String),
 }
 
@@ -208,7 +216,9 @@ impl App {
     /// The first requests: events of this session, its view, its instructions.
     pub fn start(&mut self) -> Vec<Effect> {
         vec![
-            self.request(Pending::Subscribe, |s| Request::Subscribe { session: Some(s) }),
+            self.request(Pending::Subscribe, |s| Request::Subscribe {
+                session: Some(s),
+            }),
             self.request(Pending::Show, |session| Request::Show { session }),
             self.request(Pending::Instructions, |session| Request::Instructions {
                 session,

@@ -62,7 +62,8 @@ impl PrefixKey {
 
     /// Whether a key press is this prefix.
     pub fn matches(&self, key: &KeyEvent) -> bool {
-        if !key.modifiers.contains(KeyModifiers::CONTROL) || key.modifiers.contains(KeyModifiers::ALT)
+        if !key.modifiers.contains(KeyModifiers::CONTROL)
+            || key.modifiers.contains(KeyModifiers::ALT)
         {
             return false;
         }
@@ -130,9 +131,8 @@ struct ConfigFile {
 impl Config {
     /// Parses a config file's text; errors name the file and the key.
     pub fn parse(text: &str, path: &Path) -> anyhow::Result<Config> {
-        let file: ConfigFile = toml::from_str(text).map_err(|e| {
-            anyhow::anyhow!("bad workspace settings in {}: {e}", path.display())
-        })?;
+        let file: ConfigFile = toml::from_str(text)
+            .map_err(|e| anyhow::anyhow!("bad workspace settings in {}: {e}", path.display()))?;
         let mut config = Config::default();
         if let Some(prefix) = file.prefix {
             config.prefix = PrefixKey::parse(&prefix)
@@ -234,10 +234,19 @@ mod tests {
         assert!(c.side_panel);
         assert_eq!(Config::parse("", path).unwrap(), Config::default());
 
-        let err = format!("{:#}", Config::parse("prefix = \"banana\"", path).unwrap_err());
-        assert!(err.contains("config.toml") && err.contains("prefix"), "{err}");
+        let err = format!(
+            "{:#}",
+            Config::parse("prefix = \"banana\"", path).unwrap_err()
+        );
+        assert!(
+            err.contains("config.toml") && err.contains("prefix"),
+            "{err}"
+        );
         let err = format!("{:#}", Config::parse("prefx = \"C-b\"", path).unwrap_err());
-        assert!(err.contains("config.toml") && err.contains("prefx"), "{err}");
+        assert!(
+            err.contains("config.toml") && err.contains("prefx"),
+            "{err}"
+        );
         let err = format!("{:#}", Config::parse("mouse = \"yes\"", path).unwrap_err());
         assert!(err.contains("config.toml"), "{err}");
     }

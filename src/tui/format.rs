@@ -22,7 +22,12 @@ pub fn clock_hms(seconds: f64) -> String {
     } else {
         0
     };
-    format!("{}:{:02}:{:02}", total / 3600, (total / 60) % 60, total % 60)
+    format!(
+        "{}:{:02}:{:02}",
+        total / 3600,
+        (total / 60) % 60,
+        total % 60
+    )
 }
 
 /// A short human duration: `8h`, `2h 30m`, `15m`, `45s`.

@@ -349,7 +349,10 @@ mod tests {
         assert_eq!(alt(KeyCode::Enter), b"\x1b\r");
         assert_eq!(
             encode_key(
-                &key(KeyCode::Char('b'), KeyModifiers::ALT | KeyModifiers::CONTROL),
+                &key(
+                    KeyCode::Char('b'),
+                    KeyModifiers::ALT | KeyModifiers::CONTROL
+                ),
                 &m
             )
             .unwrap(),
@@ -399,10 +402,7 @@ mod tests {
             bracketed_paste: true,
             ..InputModes::default()
         };
-        assert_eq!(
-            encode_paste("a\nb", &bracketed),
-            b"\x1b[200~a\rb\x1b[201~"
-        );
+        assert_eq!(encode_paste("a\nb", &bracketed), b"\x1b[200~a\rb\x1b[201~");
         // A pasted end marker cannot end the paste early.
         assert_eq!(
             encode_paste("x\x1b[201~rm -rf", &bracketed),

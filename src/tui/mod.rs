@@ -1,6 +1,80 @@
-//! The expert workspace UI (in progress).
+//! The expert's workspace: a full-screen terminal UI over the runner's
+//! protocol. Shells as tabs, the session clock, scores, notes, pauses.
+//!
+//! The pieces: `app` (state, `Action`s in, `Effect`s out) with `update` and
+//! `replies` changing it; `ui` drawing it (pure); `keys` encoding input for
+//! the shell; `prefix` and `config` for workspace commands; `runtime` wiring
+//! it to the terminal and the server. See docs/tui.md.
 
-/// Opens the expert workspace on `session` in this terminal.
-pub async fn run_workspace(_paths: &crate::paths::DataPaths, session: &str, _fresh: bool) -> anyhow::Result<i32> {
-    anyhow::bail!("the workspace UI is not built yet; use `rebench attach {session} --raw`")
+pub mod app;
+pub mod config;
+mod connection;
+pub mod format;
+pub mod keys;
+pub mod layout;
+pub mod prefix;
+mod replies;
+mod runtime;
+pub mod shell_tab;
+mod terminal;
+pub mod theme;
+pub mod ui;
+mod update;
+
+/// Opens the expert workspace on `session` in this terminal. `fresh` = just
+/// created: show the start screen ("press Enter to start the clock");
+/// otherwise (attach) go straight to the shells. Returns the exit code.
+///
+/// The screen follows the session's state rather than `fresh` alone: a
+/// session whose clock has not started always gets the start screen (its
+/// shells would refuse input), and an ended one its summary.
+pub async fn run_workspace(
+    paths: &crate::paths::DataPaths,
+    session: &str,
+    fresh: bool,
+) -> anyhow::Result<i32> {
+    // Settings errors are reported before the terminal is taken over.
+    let config = config::load_user_config()?;
+    let (conn, server) = connection::Connection::open(paths, session).await?;
+    let theme = theme::Theme::from_env();
+    let app = app::App::new(session, &config, theme, ratatui::layout::Rect::default());
+    let _ = fresh;
+    let ending = {
+        let (_guard, terminal) = terminal::TerminalGuard::enter(config.mouse)?;
+        runtime::run(terminal, app, conn, server).await
+    };
+    // The terminal is restored here (guard dropped): now it is safe to print.
+    let again = attach_command(paths, session);
+    match ending? {
+        runtime::Ending::App(app::Exit::Detached) => {
+            println!("Detached from session {session}; it goes on and its clock keeps running.");
+            println!("Come back with: {again}");
+            Ok(0)
+        }
+        runtime::Ending::App(app::Exit::Quit) => {
+            println!("Left session {session}. {again} opens it again.");
+            Ok(0)
+        }
+        runtime::Ending::App(app::Exit::Lost(why)) => {
+            eprintln!("rebench: {why}");
+            eprintln!("The session goes on on the server; {again} reconnects.");
+            Ok(1)
+        }
+        runtime::Ending::Signal(name) => {
+            eprintln!("rebench: {name}; the workspace closed. Session {session} goes on: {again}");
+            Ok(1)
+        }
+    }
+}
+
+/// The command that reattaches, with `--data-dir` when it is not the default.
+fn attach_command(paths: &crate::paths::DataPaths, session: &str) -> String {
+    if crate::paths::DataPaths::resolve(None) == *paths {
+        format!("rebench attach {session}")
+    } else {
+        format!(
+            "rebench --data-dir {} attach {session}",
+            paths.root.display()
+        )
+    }
 }

@@ -19,6 +19,8 @@ pub enum Command {
     CloseTab,
     ToggleSidePanel,
     Scrollback,
+    /// Take the shell back after another client took it over.
+    Reattach,
     Submit,
     Detach,
     Help,
@@ -89,6 +91,11 @@ pub const BINDINGS: &[Binding] = &[
         what: "scrollback mode (PgUp/PgDn/↑/↓/g/G scroll, Esc or q leaves)",
     },
     Binding {
+        keys: "r",
+        command: Command::Reattach,
+        what: "take this tab's shell back (after another client took it)",
+    },
+    Binding {
         keys: "S",
         command: Command::Submit,
         what: "submit: final score and end the session (asks first)",
@@ -125,6 +132,7 @@ pub fn command_for(key: &KeyEvent) -> Option<Command> {
         KeyCode::Char('x') => Command::CloseTab,
         KeyCode::Char('b') => Command::ToggleSidePanel,
         KeyCode::Char('[') | KeyCode::PageUp => Command::Scrollback,
+        KeyCode::Char('r') => Command::Reattach,
         KeyCode::Char('S') => Command::Submit,
         KeyCode::Char('d') => Command::Detach,
         KeyCode::Char('?') => Command::Help,
@@ -259,6 +267,7 @@ mod tests {
                 Command::Submit,
             ),
             (k('d'), Command::Detach),
+            (k('r'), Command::Reattach),
             (k('?'), Command::Help),
             (
                 KeyEvent::new(KeyCode::Right, KeyModifiers::NONE),

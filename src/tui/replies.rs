@@ -3,7 +3,9 @@
 
 use serde::de::DeserializeOwned;
 
-use crate::protocol::{AttachMode, AttachReply, Request, ScoreView, SessionView, ShellInfo};
+use crate::protocol::{
+    AttachMode, AttachReply, ErrorCode, Request, ScoreView, SessionView, ShellInfo,
+};
 use crate::session::{Event, EventKind};
 
 use super::app::{Action, App, Effect, Exit, Pending, ReplyError, Screen};
@@ -23,7 +25,7 @@ impl App {
             Action::ShellOutput { shell, data } => {
                 let mut bells = 0;
                 if let Some(tab) = self.tabs.iter_mut().find(|t| t.shell == shell)
-                    && tab.attached
+                    && tab.gone.is_none()
                 {
                     tab.feed(&data);
                     bells = tab.take_bells();
@@ -35,12 +37,20 @@ impl App {
             Action::ShellExited { shell } => self.remove_tab(shell, effects),
             Action::ShellDetached { shell, reason } => {
                 if let Some(tab) = self.tabs.iter_mut().find(|t| t.shell == shell) {
-                    tab.gone = Some(reason.clone());
-                    tab.attached = false;
+                    tab.gone = Some(format!(
+                        "{reason}. {} r takes it back.",
+                        self.prefix.key.label()
+                    ));
+                    tab.detach_locally();
                 }
-                self.notify_error(format!("shell {shell}: {reason}"));
+                self.notify_error(reason);
             }
             Action::SessionEvent(event) => self.on_event(*event, effects),
+            Action::ScoringStarted => {
+                if self.scoring_since_s.is_none() {
+                    self.scoring_since_s = Some(self.now_s);
+                }
+            }
             Action::Disconnected(why) => effects.push(Effect::Exit(Exit::Lost(why))),
             Action::Key(_)
             | Action::Paste(_)
@@ -75,7 +85,11 @@ impl App {
             Pending::Score => {
                 self.scoring_since_s = None;
                 if let Some(score) = self.decode::<ScoreView>(value) {
-                    let unit = self.view.as_ref().map(|v| v.unit.clone()).unwrap_or_default();
+                    let unit = self
+                        .view
+                        .as_ref()
+                        .map(|v| v.unit.clone())
+                        .unwrap_or_default();
                     self.notify(score_summary(&score, &unit));
                 }
                 effects.push(self.request(Pending::Show, |session| Request::Show { session }));
@@ -148,7 +162,15 @@ impl App {
                 self.clamp_active_tab();
             }
             Pending::Instructions => {
-                self.instructions = Some(format!("(the instructions cannot be read: {})", e.message));
+                self.instructions =
+                    Some(format!("(the instructions cannot be read: {})", e.message));
+            }
+            // The server drops a driver that falls behind: attach again (the
+            // reply redraws the screen), unless another client took over.
+            Pending::ShellInput(shell) | Pending::ShellResize(shell)
+                if e.code == Some(ErrorCode::Forbidden) =>
+            {
+                self.reattach(shell, effects);
             }
             // Typing while the clock stops (a race with a pause): say it once, politely.
             Pending::ShellInput(_) => self.notify(format!("not sent: {}", e.message)),
@@ -170,8 +192,18 @@ impl App {
     }
 
     /// Takes a fresh view: the clock re-syncs, and the screen follows the state.
-    pub fn apply_view(&mut self, view: SessionView, effects: &mut Vec<Effect>) {
+    pub fn apply_view(&mut self, mut view: SessionView, effects: &mut Vec<Effect>) {
         let first = self.view.is_none();
+        if view.scores.is_none() {
+            // Some replies leave the score log out: keep ours, and fetch it anew.
+            view.scores = self.view.as_mut().and_then(|v| v.scores.take());
+            effects.push(self.request(Pending::Show, |session| Request::Show { session }));
+        }
+        if let Some(since) = view.scoring_since {
+            // A run already going when we attached: show it with its age.
+            let age_s = (chrono::Utc::now() - since).num_milliseconds().max(0) as f64 / 1000.0;
+            self.scoring_since_s.get_or_insert(self.now_s - age_s);
+        }
         self.view = Some(view);
         self.synced_at_s = self.now_s;
         if first {
@@ -209,7 +241,27 @@ impl App {
             return;
         }
         let pane = self.areas().pane;
-        self.tabs.push(ShellTab::new(shell, pane.height, pane.width));
+        self.tabs
+            .push(ShellTab::new(shell, pane.height, pane.width));
+        effects.push(self.request(Pending::ShellAttach(shell), |session| {
+            Request::ShellAttach {
+                session,
+                shell,
+                mode: AttachMode::Driver,
+            }
+        }));
+    }
+
+    /// Attaches a tab's shell again, as its driver.
+    pub fn reattach(&mut self, shell: u32, effects: &mut Vec<Effect>) {
+        let Some(tab) = self.tabs.iter_mut().find(|t| t.shell == shell) else {
+            return;
+        };
+        if !tab.attached && tab.gone.is_none() {
+            return; // a reattach is already on its way
+        }
+        tab.gone = None;
+        tab.detach_locally();
         effects.push(self.request(Pending::ShellAttach(shell), |session| {
             Request::ShellAttach {
                 session,
@@ -235,8 +287,8 @@ impl App {
             if self.opening_shells == 0 {
                 self.open_shell(effects);
             }
-        } else {
-            self.notify(format!("shell {shell} exited"));
+        } else if !self.ended() {
+            self.notify("a shell exited; its tab is closed");
         }
     }
 
@@ -282,10 +334,12 @@ impl App {
                 }
                 true
             }
-            EventKind::Started { .. }
-            | EventKind::Extended { .. }
-            | EventKind::Scored { .. }
-            | EventKind::Note { .. } => true,
+            EventKind::Scored { .. } => {
+                // Ends the indicator for runs we did not ask for (typed `score`).
+                self.scoring_since_s = None;
+                true
+            }
+            EventKind::Started { .. } | EventKind::Extended { .. } | EventKind::Note { .. } => true,
             _ => false,
         };
         if refresh {

@@ -38,7 +38,12 @@ pub struct ShellTab {
     pub alive: bool,
     /// Why this tab no longer shows the shell (exited, taken over).
     pub gone: Option<String>,
+    /// Output that came before the attach reply: it follows the screen the reply carries.
+    early: Vec<u8>,
 }
+
+/// Most output kept while waiting for an attach reply.
+const EARLY_OUTPUT_MAX: usize = 4 * 1024 * 1024;
 
 impl ShellTab {
     pub fn new(shell: u32, rows: u16, cols: u16) -> ShellTab {
@@ -48,6 +53,7 @@ impl ShellTab {
             attached: false,
             alive: true,
             gone: None,
+            early: Vec::new(),
         }
     }
 
@@ -56,12 +62,28 @@ impl ShellTab {
     pub fn load_screen(&mut self, rows: u16, cols: u16, screen: &[u8]) {
         self.parser = new_parser(rows.max(1), cols.max(1));
         self.parser.process(screen);
+        // The server pushes output only after taking the screen, so whatever
+        // arrived before the reply comes after it.
+        let early = std::mem::take(&mut self.early);
+        self.parser.process(&early);
         self.parser.callbacks_mut().bells = 0;
         self.attached = true;
+        self.gone = None;
     }
 
+    /// Shell output: applied now, or kept until the attach reply.
     pub fn feed(&mut self, bytes: &[u8]) {
-        self.parser.process(bytes);
+        if self.attached {
+            self.parser.process(bytes);
+        } else if self.early.len() + bytes.len() <= EARLY_OUTPUT_MAX {
+            self.early.extend_from_slice(bytes);
+        }
+    }
+
+    /// Waiting for a (new) attach reply.
+    pub fn detach_locally(&mut self) {
+        self.attached = false;
+        self.early.clear();
     }
 
     /// Bells rung since the last call.
@@ -106,11 +128,11 @@ impl ShellTab {
         self.parser.screen_mut().set_scrollback(0);
     }
 
-    /// The tab's name: the program's title, else `shell N`.
+    /// The tab's name: the program's title, else `shell`.
     pub fn label(&self) -> String {
         match &self.parser.callbacks().title {
             Some(t) => t.clone(),
-            None => format!("shell {}", self.shell),
+            None => "shell".into(),
         }
     }
 }
@@ -126,7 +148,9 @@ mod tests {
     #[test]
     fn output_bells_titles_and_scrollback() {
         let mut tab = ShellTab::new(1, 5, 20);
+        tab.feed(b" world");
         tab.load_screen(5, 20, b"hello");
+        assert!(tab.parser.screen().contents().starts_with("hello world"));
         tab.feed(b"\x07\x1b]2;vim main.py\x07");
         assert_eq!(tab.take_bells(), 1);
         assert_eq!(tab.take_bells(), 0);

@@ -102,13 +102,17 @@ impl Theme {
             return match urgency {
                 Urgency::Calm | Urgency::Hour => Style::default(),
                 Urgency::Quarter => Style::default().add_modifier(Modifier::BOLD),
-                Urgency::Final => Style::default().add_modifier(Modifier::BOLD | Modifier::REVERSED),
+                Urgency::Final => {
+                    Style::default().add_modifier(Modifier::BOLD | Modifier::REVERSED)
+                }
             };
         }
         match urgency {
             Urgency::Calm => Style::default().fg(Color::Green),
             Urgency::Hour => Style::default().fg(Color::Yellow),
-            Urgency::Quarter => Style::default().fg(Color::LightRed).add_modifier(Modifier::BOLD),
+            Urgency::Quarter => Style::default()
+                .fg(Color::LightRed)
+                .add_modifier(Modifier::BOLD),
             Urgency::Final => Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
         }
     }

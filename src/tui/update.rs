@@ -208,7 +208,8 @@ impl App {
                     self.notify_error("scores are taken while the session runs");
                 } else {
                     self.scoring_since_s = Some(self.now_s);
-                    effects.push(self.request(Pending::Score, |session| Request::Score { session }));
+                    effects
+                        .push(self.request(Pending::Score, |session| Request::Score { session }));
                 }
             }
             Command::PauseResume => match self.state() {
@@ -223,10 +224,9 @@ impl App {
                         Some(r) if !r.participant_may_resume() => self.notify_error(format!(
                             "this pause ({r}) is not yours to end; the proctor resumes it"
                         )),
-                        _ => effects
-                            .push(self.request(Pending::Resume, |session| Request::Resume {
-                                session,
-                            })),
+                        _ => effects.push(
+                            self.request(Pending::Resume, |session| Request::Resume { session }),
+                        ),
                     }
                 }
                 _ => self.notify_error("the session is not running"),
@@ -278,6 +278,11 @@ impl App {
                 }
             }
             Command::Detach => effects.push(Effect::Exit(Exit::Detached)),
+            Command::Reattach => {
+                if let Some(shell) = self.active_tab().map(|t| t.shell) {
+                    self.reattach(shell, effects);
+                }
+            }
             Command::Help => self.overlay = Some(Overlay::Help),
         }
     }
@@ -340,9 +345,8 @@ impl App {
             Overlay::ConfirmSubmit => {
                 if is_plain(&key, 'y') {
                     self.submitting_since_s = Some(self.now_s);
-                    effects.push(self.request(Pending::Submit, |session| Request::Submit {
-                        session,
-                    }));
+                    effects
+                        .push(self.request(Pending::Submit, |session| Request::Submit { session }));
                 }
                 None
             }
@@ -351,7 +355,9 @@ impl App {
     }
 
     fn instructions_key(&mut self, scroll: u16, key: KeyEvent) -> Option<Overlay> {
-        let page = self.area.height.saturating_sub(6).max(1);
+        let inner = super::ui::overlays::instructions_inner(&self.theme, self.area);
+        let max = super::ui::overlays::instructions_max_scroll(self, inner);
+        let page = inner.height.saturating_sub(1).max(1);
         let scroll = match key.code {
             KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('i') => return None,
             KeyCode::Down | KeyCode::Char('j') | KeyCode::Enter => scroll.saturating_add(1),
@@ -359,10 +365,12 @@ impl App {
             KeyCode::PageDown | KeyCode::Char(' ') => scroll.saturating_add(page),
             KeyCode::PageUp => scroll.saturating_sub(page),
             KeyCode::Home | KeyCode::Char('g') => 0,
-            KeyCode::End | KeyCode::Char('G') => u16::MAX,
+            KeyCode::End | KeyCode::Char('G') => max,
             _ => scroll,
         };
-        Some(Overlay::Instructions { scroll })
+        Some(Overlay::Instructions {
+            scroll: scroll.min(max),
+        })
     }
 
     fn note_key(
@@ -378,10 +386,9 @@ impl App {
             KeyCode::Enter => {
                 let text = text.trim().to_string();
                 if !text.is_empty() {
-                    effects.push(self.request(Pending::Note, |session| Request::Note {
-                        session,
-                        text,
-                    }));
+                    effects.push(
+                        self.request(Pending::Note, |session| Request::Note { session, text }),
+                    );
                 }
                 return None;
             }
@@ -428,12 +435,17 @@ impl App {
     fn on_mouse(&mut self, event: MouseEvent, effects: &mut Vec<Effect>) {
         let up = matches!(event.kind, MouseEventKind::ScrollUp);
         let down = matches!(event.kind, MouseEventKind::ScrollDown);
-        if let Some(Overlay::Instructions { scroll }) = &mut self.overlay {
-            if up {
-                *scroll = scroll.saturating_sub(WHEEL_LINES as u16);
+        if let Some(Overlay::Instructions { scroll }) = self.overlay {
+            let inner = super::ui::overlays::instructions_inner(&self.theme, self.area);
+            let max = super::ui::overlays::instructions_max_scroll(self, inner);
+            let scroll = if up {
+                scroll.saturating_sub(WHEEL_LINES as u16)
             } else if down {
-                *scroll = scroll.saturating_add(WHEEL_LINES as u16);
-            }
+                scroll.saturating_add(WHEEL_LINES as u16).min(max)
+            } else {
+                scroll
+            };
+            self.overlay = Some(Overlay::Instructions { scroll });
             return;
         }
         if self.overlay.is_some() || self.screen != Screen::Workspace {

@@ -1,0 +1,304 @@
+//! The workspace's behaviour without a server: actions in, effects out.
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::layout::Rect;
+
+use rebench::protocol::{Request, b64_decode};
+use rebench::session::{Event, EventKind, PauseReason};
+use rebench::tui::app::{Action, App, Effect, Overlay, Pending, ReplyError, Screen};
+use rebench::tui::config::Config;
+use rebench::tui::shell_tab::ShellTab;
+use rebench::tui::theme::Theme;
+
+fn view_json(state: &str, remaining_s: f64) -> serde_json::Value {
+    let budget_s = 7200.0;
+    serde_json::json!({
+        "id": "s1", "environment": "prefix-sum", "title": "Prefix sum", "profile": null,
+        "participant": "alice", "kind": "human", "state": state, "pause_reason": null,
+        "end_reason": null, "workspace": "/w", "budget_s": budget_s,
+        "active_s": budget_s - remaining_s, "remaining_s": remaining_s,
+        "created_at": "2027-01-15T08:00:00Z", "started_at": null, "ended_at": null,
+        "metric": "runtime", "unit": "ms", "visible": true, "aggregate": "best",
+        "allow_missing_hardware": false, "hardware_missing": [], "pauses": [],
+        "extensions": [], "notes": [], "score_count": 1,
+        "scores": [{"seq": 1, "at": "2027-01-15T08:00:00Z", "active_s": 0.0, "phase": "starting",
+                    "raw": 142.7, "normalized": 0.0, "valid": true, "message": "ok",
+                    "hidden": false, "duration_ms": 10}],
+        "final": null
+    })
+}
+
+fn reply(pending: Pending, value: serde_json::Value) -> Action {
+    Action::Reply {
+        pending,
+        result: Ok(value),
+    }
+}
+
+/// A running workspace with one attached shell.
+fn running_app(remaining_s: f64) -> App {
+    let mut app = App::new(
+        "s1",
+        &Config::default(),
+        Theme { color: false },
+        Rect::new(0, 0, 140, 45),
+    );
+    app.now_s = 100.0;
+    app.update(reply(Pending::Show, view_json("running", remaining_s)));
+    assert_eq!(app.screen, Screen::Workspace);
+    let pane = app.areas().pane;
+    let mut tab = ShellTab::new(0, pane.height, pane.width);
+    tab.load_screen(pane.height, pane.width, b"$ ");
+    app.tabs.push(tab);
+    app
+}
+
+fn key(code: KeyCode) -> Action {
+    Action::Key(KeyEvent::new(code, KeyModifiers::NONE))
+}
+
+fn ctrl(c: char) -> Action {
+    Action::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL))
+}
+
+fn sent_input(effects: &[Effect]) -> Vec<u8> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Send(_, Request::ShellInput { data, .. }) => b64_decode(data).ok(),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+fn event(kind: EventKind) -> Action {
+    Action::SessionEvent(Box::new(Event {
+        seq: 9,
+        at: chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
+        active_ms: 1000,
+        kind,
+    }))
+}
+
+#[test]
+fn keys_reach_the_shell_encoded() {
+    let mut app = running_app(3600.0 * 1.5);
+    assert_eq!(sent_input(&app.update(key(KeyCode::Char('l')))), b"l");
+    assert_eq!(sent_input(&app.update(key(KeyCode::Enter))), b"\r");
+    assert_eq!(sent_input(&app.update(key(KeyCode::Up))), b"\x1b[A");
+    assert_eq!(sent_input(&app.update(ctrl('c'))), [0x03]);
+    // The prefix twice sends the prefix key itself.
+    assert!(sent_input(&app.update(ctrl('g'))).is_empty());
+    assert_eq!(sent_input(&app.update(ctrl('g'))), [0x07]);
+}
+
+#[test]
+fn application_cursor_mode_changes_the_arrows() {
+    let mut app = running_app(5000.0);
+    app.update(Action::ShellOutput {
+        shell: 0,
+        data: b"\x1b[?1h".to_vec(),
+    });
+    assert_eq!(sent_input(&app.update(key(KeyCode::Up))), b"\x1bOA");
+}
+
+#[test]
+fn scoring_from_the_prefix_runs_once_at_a_time() {
+    let mut app = running_app(5000.0);
+    app.update(ctrl('g'));
+    let effects = app.update(key(KeyCode::Char('s')));
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Send(Pending::Score, Request::Score { .. })))
+    );
+    assert_eq!(app.scoring_since_s, Some(100.0));
+    app.update(ctrl('g'));
+    let again = app.update(key(KeyCode::Char('s')));
+    assert!(
+        !again
+            .iter()
+            .any(|e| matches!(e, Effect::Send(Pending::Score, _)))
+    );
+    // The shell stays usable while the score runs.
+    assert_eq!(sent_input(&app.update(key(KeyCode::Char('x')))), b"x");
+    app.update(Action::Reply {
+        pending: Pending::Score,
+        result: Err(ReplyError {
+            code: None,
+            message: "boom".into(),
+        }),
+    });
+    assert_eq!(app.scoring_since_s, None);
+}
+
+#[test]
+fn nothing_is_typed_into_a_paused_session() {
+    let mut app = running_app(5000.0);
+    app.update(event(EventKind::Paused {
+        reason: PauseReason::Break,
+        by: "alice".into(),
+        note: None,
+    }));
+    assert_eq!(app.state(), "paused");
+    assert!(sent_input(&app.update(key(KeyCode::Char('a')))).is_empty());
+    let notice = app.visible_notice().unwrap().text.clone();
+    assert!(notice.contains("C-g p"), "{notice}");
+    // Prefix p resumes.
+    app.update(ctrl('g'));
+    let effects = app.update(key(KeyCode::Char('p')));
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Send(Pending::Resume, _)))
+    );
+}
+
+#[test]
+fn pausing_asks_for_a_reason() {
+    let mut app = running_app(5000.0);
+    app.update(ctrl('g'));
+    app.update(key(KeyCode::Char('p')));
+    assert_eq!(app.overlay, Some(Overlay::PauseChoice));
+    let effects = app.update(key(KeyCode::Char('t')));
+    let reason = effects.iter().find_map(|e| match e {
+        Effect::Send(Pending::Pause, Request::Pause { reason, .. }) => Some(*reason),
+        _ => None,
+    });
+    assert_eq!(reason, Some(PauseReason::TechnicalIssue));
+    assert_eq!(app.overlay, None);
+}
+
+#[test]
+fn notes_are_edited_then_sent() {
+    let mut app = running_app(5000.0);
+    app.update(ctrl('g'));
+    app.update(key(KeyCode::Char('n')));
+    for c in "try simd".chars() {
+        app.update(key(KeyCode::Char(c)));
+    }
+    app.update(key(KeyCode::Backspace));
+    app.update(Action::Paste("d!".into()));
+    let effects = app.update(key(KeyCode::Enter));
+    let text = effects.iter().find_map(|e| match e {
+        Effect::Send(Pending::Note, Request::Note { text, .. }) => Some(text.clone()),
+        _ => None,
+    });
+    assert_eq!(text.as_deref(), Some("try simd!"));
+}
+
+#[test]
+fn warnings_ring_once_per_threshold() {
+    let mut app = running_app(301.0);
+    app.now_s += 2.0;
+    let effects = app.update(Action::Tick);
+    assert_eq!(effects, vec![Effect::Bell]);
+    assert_eq!(app.visible_banner().unwrap().threshold_s, 300);
+    // The server's own warning for the same threshold does not ring again.
+    let effects = app.update(event(EventKind::Warning {
+        threshold_s: 300,
+        remaining_s: 299,
+    }));
+    assert!(!effects.contains(&Effect::Bell));
+    app.now_s += 1.0;
+    assert!(!app.update(Action::Tick).contains(&Effect::Bell));
+}
+
+#[test]
+fn thresholds_passed_before_attaching_do_not_ring() {
+    let mut app = running_app(200.0);
+    app.now_s += 1.0;
+    assert!(app.update(Action::Tick).is_empty());
+}
+
+#[test]
+fn the_end_stops_input_and_shows_the_summary() {
+    let mut app = running_app(5000.0);
+    app.update(event(EventKind::Ended {
+        reason: rebench::session::EndReason::BudgetExhausted,
+        by: "system".into(),
+    }));
+    assert!(sent_input(&app.update(key(KeyCode::Char('a')))).is_empty());
+    app.update(reply(Pending::Show, view_json("ended", 0.0)));
+    assert_eq!(app.screen, Screen::Summary);
+}
+
+#[test]
+fn resizes_reach_the_pty_and_the_screen_together() {
+    let mut app = running_app(5000.0);
+    let effects = app.update(Action::Resize(100, 30));
+    let pane = app.areas().pane;
+    assert_eq!(app.tabs[0].size(), (pane.height, pane.width));
+    assert!(effects.iter().any(|e| matches!(
+        e,
+        Effect::Send(Pending::ShellResize(0), Request::ShellResize { cols, rows, .. })
+            if *cols == pane.width && *rows == pane.height
+    )));
+}
+
+#[test]
+fn replies_without_a_score_log_keep_ours() {
+    let mut app = running_app(5000.0);
+    let mut paused = view_json("paused", 5000.0);
+    paused["scores"] = serde_json::Value::Null;
+    paused["pause_reason"] = "break".into();
+    let effects = app.update(reply(Pending::Pause, paused));
+    assert_eq!(app.view.as_ref().unwrap().scores.as_ref().unwrap().len(), 1);
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Send(Pending::Show, _)))
+    );
+}
+
+#[test]
+fn refused_input_is_reported_once() {
+    let mut app = running_app(5000.0);
+    for _ in 0..5 {
+        app.update(Action::Reply {
+            pending: Pending::ShellInput(0),
+            result: Err(ReplyError {
+                code: None,
+                message: "the session is not running".into(),
+            }),
+        });
+    }
+    assert!(app.visible_notice().unwrap().text.contains("not running"));
+}
+
+#[test]
+fn the_last_shell_exiting_opens_a_new_one() {
+    let mut app = running_app(5000.0);
+    let effects = app.update(Action::ShellExited { shell: 0 });
+    assert!(app.tabs.is_empty());
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Send(Pending::ShellOpen, _)))
+    );
+}
+
+#[test]
+fn a_score_typed_in_the_shell_shows_the_scoring_indicator_until_its_entry_arrives() {
+    let mut app = running_app(3600.0);
+    assert_eq!(app.scoring_since_s, None);
+    app.update(Action::ScoringStarted);
+    assert_eq!(app.scoring_since_s, Some(100.0));
+    let entry: rebench::session::ScoreEntry = serde_json::from_value(serde_json::json!({
+        "phase": "intermediate", "requested_by": "alice", "requested_active_ms": 1000,
+        "valid": true, "raw": 100.0, "normalized": 0.5, "message": "ok",
+        "exit_code": 0, "duration_ms": 5
+    }))
+    .unwrap();
+    let event = Event {
+        seq: 9,
+        at: chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
+        active_ms: 2000,
+        kind: EventKind::Scored {
+            entry: Box::new(entry),
+        },
+    };
+    app.update(Action::SessionEvent(Box::new(event)));
+    assert_eq!(app.scoring_since_s, None);
+}

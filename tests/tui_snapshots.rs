@@ -1,0 +1,251 @@
+//! Snapshots of the workspace screens, drawn from hand-made session views
+//! with fixed times (no server). Regenerate with `INSTA_UPDATE=always`.
+
+use chrono::{DateTime, Utc};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::layout::Rect;
+
+use rebench::protocol::{FinalScore, NoteView, PauseView, ScoreView, SessionView};
+use rebench::tui::app::{App, Banner, Overlay, Screen};
+use rebench::tui::config::Config;
+use rebench::tui::shell_tab::ShellTab;
+use rebench::tui::theme::Theme;
+use rebench::tui::ui;
+
+fn at(secs: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp(1_800_000_000 + secs, 0).unwrap()
+}
+
+fn score(seq: u64, active_s: f64, phase: &str, raw: f64, normalized: f64) -> ScoreView {
+    ScoreView {
+        seq,
+        at: at(active_s as i64),
+        active_s,
+        phase: phase.into(),
+        raw: Some(raw),
+        normalized: Some(normalized),
+        valid: Some(true),
+        message: format!("ms: {raw}, n: 1000000"),
+        hidden: false,
+        details: None,
+        output: None,
+        duration_ms: 4000,
+    }
+}
+
+fn invalid(seq: u64, active_s: f64, why: &str) -> ScoreView {
+    ScoreView {
+        raw: None,
+        normalized: None,
+        valid: Some(false),
+        message: why.into(),
+        ..score(seq, active_s, "intermediate", 0.0, 0.0)
+    }
+}
+
+fn hidden(seq: u64, active_s: f64, phase: &str) -> ScoreView {
+    ScoreView {
+        raw: None,
+        normalized: None,
+        valid: None,
+        message: "score recorded (hidden)".into(),
+        hidden: true,
+        ..score(seq, active_s, phase, 0.0, 0.0)
+    }
+}
+
+/// Built from JSON, so fields the server adds later (with defaults) do not break the fixture.
+fn view(state: &str, active_s: f64, scores: Vec<ScoreView>) -> SessionView {
+    let budget_s = 8.0 * 3600.0;
+    let value = serde_json::json!({
+        "id": "k3x9q2",
+        "environment": "prefix-sum",
+        "title": "Conditional prefix sum (CPU, pure Python)",
+        "profile": "full",
+        "participant": "alice",
+        "kind": "human",
+        "state": state,
+        "pause_reason": null,
+        "end_reason": null,
+        "workspace": "/data/workspaces/k3x9q2",
+        "budget_s": budget_s,
+        "active_s": active_s,
+        "remaining_s": budget_s - active_s,
+        "created_at": at(0),
+        "started_at": (state != "created").then(|| at(60)),
+        "ended_at": null,
+        "metric": "runtime",
+        "unit": "ms",
+        "visible": true,
+        "aggregate": "best",
+        "allow_missing_hardware": false,
+        "hardware_missing": [],
+        "pauses": [],
+        "extensions": [],
+        "notes": [],
+        "score_count": scores.len(),
+        "scores": scores,
+        "final": null,
+    });
+    serde_json::from_value(value).unwrap()
+}
+
+fn several_scores() -> Vec<ScoreView> {
+    vec![
+        score(1, 0.0, "starting", 142.7, 0.0),
+        score(5, 1800.0, "intermediate", 120.4, 0.386),
+        invalid(9, 4000.0, "wrong answer at index 17 (expected 3, got 4)"),
+        score(12, 7200.0, "intermediate", 101.9, 0.768),
+        score(15, 9900.0, "intermediate", 104.2, 0.713),
+    ]
+}
+
+const SHELL_OUTPUT: &[u8] = b"[rebench k3x9q2] ~/workspace $ python3 score.py\r\n\
+correct on 20 random inputs\r\n\
+runtime: 101.9 ms (best of 5)\r\n\
+[rebench k3x9q2] ~/workspace $ ";
+
+fn app(view: SessionView, cols: u16, rows: u16) -> App {
+    let mut app = App::new(
+        &view.id.clone(),
+        &Config::default(),
+        Theme { color: true },
+        Rect::new(0, 0, cols, rows),
+    );
+    app.now_s = 1000.0;
+    app.apply_view(view, &mut Vec::new());
+    app
+}
+
+fn with_shells(mut app: App, count: u32) -> App {
+    let pane = app.areas().pane;
+    for shell in 0..count {
+        let mut tab = ShellTab::new(shell, pane.height, pane.width);
+        tab.load_screen(pane.height, pane.width, SHELL_OUTPUT);
+        app.tabs.push(tab);
+    }
+    app
+}
+
+fn render(app: &App) -> TestBackend {
+    let mut terminal = Terminal::new(TestBackend::new(app.area.width, app.area.height)).unwrap();
+    terminal.draw(|frame| ui::draw(app, frame)).unwrap();
+    terminal.backend().clone()
+}
+
+#[test]
+fn start_screen() {
+    let a = app(
+        view("created", 0.0, vec![score(1, 0.0, "starting", 142.7, 0.0)]),
+        120,
+        40,
+    );
+    assert_eq!(a.screen, Screen::Start);
+    insta::assert_snapshot!(render(&a));
+}
+
+#[test]
+fn running_with_scores_chart_and_log() {
+    let mut v = view("running", 10_000.0, several_scores());
+    v.notes = vec![NoteView {
+        at: at(5000),
+        active_s: 5000.0,
+        text: "unrolled the loop: 15% faster".into(),
+        by: "alice".into(),
+    }];
+    let mut a = with_shells(app(v, 140, 45), 2);
+    // A score this UI asked for has been running for 32 s.
+    a.scoring_since_s = Some(a.now_s - 32.0);
+    assert_eq!(a.screen, Screen::Workspace);
+    insta::assert_snapshot!(render(&a));
+}
+
+#[test]
+fn hidden_scores() {
+    let mut v = view(
+        "running",
+        3000.0,
+        vec![
+            hidden(1, 0.0, "starting"),
+            hidden(4, 2500.0, "intermediate"),
+        ],
+    );
+    v.visible = false;
+    let a = with_shells(app(v, 140, 45), 1);
+    insta::assert_snapshot!(render(&a));
+}
+
+#[test]
+fn paused() {
+    let mut v = view("paused", 4000.0, several_scores());
+    v.pause_reason = Some("break".into());
+    let a = with_shells(app(v, 140, 45), 1);
+    insta::assert_snapshot!(render(&a));
+}
+
+#[test]
+fn five_minute_warning() {
+    let v = view("running", 8.0 * 3600.0 - 290.0, several_scores());
+    let mut a = with_shells(app(v, 140, 45), 1);
+    a.banner = Some(Banner {
+        threshold_s: 300,
+        since_s: a.now_s - 2.0,
+    });
+    insta::assert_snapshot!(render(&a));
+}
+
+#[test]
+fn end_summary() {
+    let mut v = view("ended", 6.5 * 3600.0, several_scores());
+    v.end_reason = Some("submitted".into());
+    v.ended_at = Some(at(30_000));
+    v.final_score = Some(FinalScore {
+        raw: 101.9,
+        normalized: 0.768,
+    });
+    v.pauses = vec![
+        PauseView {
+            reason: "break".into(),
+            by: "alice".into(),
+            note: None,
+            start: at(10_000),
+            end: Some(at(10_900)),
+        },
+        PauseView {
+            reason: "scoring".into(),
+            by: "system".into(),
+            note: Some("final score".into()),
+            start: at(29_990),
+            end: None,
+        },
+    ];
+    let a = app(v, 120, 40);
+    assert_eq!(a.screen, Screen::Summary);
+    insta::assert_snapshot!(render(&a));
+}
+
+#[test]
+fn tiny_window() {
+    let a = with_shells(app(view("running", 100.0, several_scores()), 50, 12), 1);
+    insta::assert_snapshot!(render(&a));
+}
+
+#[test]
+fn submit_confirmation() {
+    let mut v = view("running", 10_000.0, several_scores());
+    v.final_score = Some(FinalScore {
+        raw: 101.9,
+        normalized: 0.768,
+    });
+    let mut a = with_shells(app(v, 140, 45), 1);
+    a.overlay = Some(Overlay::ConfirmSubmit);
+    insta::assert_snapshot!(render(&a));
+}
+
+#[test]
+fn narrow_window_hides_the_panel() {
+    let a = with_shells(app(view("running", 100.0, several_scores()), 90, 30), 1);
+    assert_eq!(a.areas().side, None);
+    insta::assert_snapshot!(render(&a));
+}
