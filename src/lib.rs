@@ -8,6 +8,7 @@ pub mod cli;
 pub mod client;
 pub mod environment;
 pub mod paths;
+pub mod proctor;
 pub mod protocol;
 pub mod recording;
 pub mod report;

@@ -131,6 +131,8 @@ pub enum Command {
     Replay(crate::recording::ReplayArgs),
     /// The expert baseline and the agent comparison.
     Report(crate::report::ReportArgs),
+    /// The proctor's live dashboard of every session.
+    Proctor(crate::proctor::ProctorArgs),
     /// Commands for inside a session (they use REBENCH_SOCKET, REBENCH_SESSION, REBENCH_TOKEN).
     #[command(subcommand)]
     Task(task::TaskCommand),
@@ -167,6 +169,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Export(args) => report(block_on(crate::recording::export(args, &paths))),
         Command::Replay(args) => report(block_on(crate::recording::replay(args, &paths))),
         Command::Report(args) => report(block_on(crate::report::run(args, &paths))),
+        Command::Proctor(args) => report(block_on(crate::proctor::run(args, &paths))),
         other => report(block_on(session_cmd::run(other, &paths, json))),
     }
 }

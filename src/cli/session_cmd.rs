@@ -176,7 +176,8 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
         | Command::Task(_)
         | Command::Export(_)
         | Command::Replay(_)
-        | Command::Report(_) => bail!("not a server command"),
+        | Command::Report(_)
+        | Command::Proctor(_) => bail!("not a server command"),
     }
     Ok(0)
 }
