@@ -25,6 +25,9 @@ pub struct Manifest {
     pub scoring: Scoring,
     #[serde(default)]
     pub profiles: BTreeMap<String, Profile>,
+    /// What `rebench env prepare` must install or build before a session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prepare: Option<Prepare>,
 }
 
 fn default_instructions() -> String {
@@ -128,6 +131,38 @@ pub struct Profile {
     /// Extra environment variables for the scorer.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Extra environment variables for the `[prepare]` command under this profile.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub prepare_env: BTreeMap<String, String>,
+}
+
+/// `[prepare]`: a virtual environment built from a requirements file and/or
+/// a command that writes hidden data into the preparation folder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prepare {
+    /// pip requirements file, relative to the environment folder; when set, a
+    /// venv is made with `<python> -m venv` and the requirements installed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requirements: Option<String>,
+    /// The interpreter that makes the venv.
+    #[serde(default = "default_python")]
+    pub python: String,
+    /// argv run after the venv exists; `{python}`, `{env}` and `{prepared}`
+    /// are substituted.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// Duration text; bounds each step (pip install, command) separately.
+    #[serde(default = "default_prepare_timeout")]
+    pub timeout: String,
+}
+
+fn default_python() -> String {
+    "python3".to_string()
+}
+
+fn default_prepare_timeout() -> String {
+    "1h".to_string()
 }
 
 #[cfg(test)]
@@ -163,6 +198,18 @@ reference = 1
         assert_eq!(m.scoring.starting, 2.0);
         assert!(m.profiles.is_empty());
         assert!(m.budget.presets.is_empty());
+        assert_eq!(m.prepare, None);
+    }
+
+    #[test]
+    fn prepare_defaults() {
+        let m: Manifest =
+            toml::from_str(&format!("{MINIMAL}[prepare]\nrequirements = \"r.txt\"\n")).unwrap();
+        let prepare = m.prepare.unwrap();
+        assert_eq!(prepare.requirements.as_deref(), Some("r.txt"));
+        assert_eq!(prepare.python, "python3");
+        assert!(prepare.command.is_empty());
+        assert_eq!(prepare.timeout, "1h");
     }
 
     #[test]
@@ -179,6 +226,10 @@ reference = 1
             ),
             (format!("{MINIMAL}[profiles.smoke]\nstart = 1.0\n"), "start"),
             (format!("{MINIMAL}[hardware]\ntpus = 1\n"), "tpus"),
+            (
+                format!("{MINIMAL}[prepare]\nrequirement = \"r\"\n"),
+                "requirement",
+            ),
         ];
         for (text, key) in cases {
             let err = toml::from_str::<Manifest>(&text).unwrap_err().to_string();

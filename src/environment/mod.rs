@@ -11,6 +11,7 @@ pub mod files;
 pub mod hardware;
 pub mod manifest;
 pub mod normalize;
+pub mod prepare;
 mod validation;
 
 #[cfg(test)]

@@ -2,8 +2,9 @@
 
 use super::Problem;
 use super::duration::parse_duration;
-use super::manifest::{Manifest, Profile};
+use super::manifest::{Manifest, Prepare, Profile};
 use super::normalize::{Aggregate, Transform};
+use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
 pub const MANIFEST_FILE: &str = "environment.toml";
@@ -106,6 +107,9 @@ fn check_manifest(dir: &Path, m: &Manifest, report: &mut Report) {
     check_scoring(dir, m, workspace_ok, report);
     for (name, profile) in &m.profiles {
         check_profile(m, name, profile, report);
+    }
+    if let Some(prepare) = &m.prepare {
+        check_prepare(dir, prepare, report);
     }
 }
 
@@ -286,8 +290,19 @@ fn check_profile(m: &Manifest, name: &str, p: &Profile, report: &mut Report) {
             report,
         );
     }
-    for (key, value) in &p.env {
-        let field = format!("{prefix}.env.{key}");
+    check_env_vars(&format!("{prefix}.env"), &p.env, report);
+    check_env_vars(&format!("{prefix}.prepare_env"), &p.prepare_env, report);
+    if !p.prepare_env.is_empty() && m.prepare.is_none() {
+        report.add(
+            &format!("{prefix}.prepare_env"),
+            "set, but there is no [prepare] section to use it",
+        );
+    }
+}
+
+fn check_env_vars(prefix: &str, vars: &BTreeMap<String, String>, report: &mut Report) {
+    for (key, value) in vars {
+        let field = format!("{prefix}.{key}");
         if key.is_empty() || key.contains('=') || key.contains('\0') {
             report.add(&field, "not a valid environment variable name");
         }
@@ -295,6 +310,35 @@ fn check_profile(m: &Manifest, name: &str, p: &Profile, report: &mut Report) {
             report.add(&field, "value must not contain a NUL byte");
         }
     }
+}
+
+fn check_prepare(dir: &Path, p: &Prepare, report: &mut Report) {
+    if p.requirements.is_none() && p.command.is_empty() {
+        report.add(
+            "prepare",
+            "nothing to prepare: set requirements, command or both",
+        );
+    }
+    if let Some(rel) = &p.requirements {
+        check_env_path(dir, "prepare.requirements", rel, false, report);
+    }
+    if p.python.trim().is_empty() {
+        report.add("prepare.python", "must not be empty");
+    }
+    if p.command
+        .first()
+        .is_some_and(|program| program.trim().is_empty())
+    {
+        report.add("prepare.command[0]", "program name must not be empty");
+    }
+    // Without requirements there is no venv, so {python} would mean nothing.
+    if p.requirements.is_none() && p.command.iter().any(|arg| arg.contains("{python}")) {
+        report.add(
+            "prepare.command",
+            "uses {python}, which needs prepare.requirements (the venv's python)",
+        );
+    }
+    check_duration("prepare.timeout", &p.timeout, report);
 }
 
 #[cfg(test)]
@@ -516,6 +560,63 @@ mod tests {
         assert_one(
             &edit("PREFIX_SUM_N = \"20000\"", "\"A=B\" = \"1\""),
             "profiles.smoke.env.A=B: not a valid environment variable name",
+        );
+    }
+
+    #[test]
+    fn prepare_section() {
+        let with = |section: &str| format!("{VALID_MANIFEST}\n[prepare]\n{section}\n");
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = make_env(
+            tmp.path(),
+            "x",
+            &with("requirements = \"requirements.txt\""),
+        );
+        std::fs::write(dir.join("requirements.txt"), "").unwrap();
+        assert_eq!(validate(&dir), Vec::new());
+
+        assert_one(
+            &with("timeout = \"1h\""),
+            "prepare: nothing to prepare: set requirements, command or both",
+        );
+        assert_eq!(
+            problems(&with(
+                "command = [\"{python}\", \"x.py\"]\ntimeout = \"soon\""
+            )),
+            vec![
+                "prepare.command: uses {python}, which needs prepare.requirements (the venv's python)",
+                "prepare.timeout: invalid duration \"soon\" (expected e.g. \"90s\", \"30m\", \"8h\" or \"1h30m\")",
+            ]
+        );
+        let found = problems(&with("requirements = \"missing.txt\"\npython = \"\""));
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(
+            found[0].starts_with("prepare.requirements: file \"missing.txt\" not found in "),
+            "{found:?}"
+        );
+        assert_eq!(found[1], "prepare.python: must not be empty");
+        assert_one(
+            &with("command = [\" \"]"),
+            "prepare.command[0]: program name must not be empty",
+        );
+    }
+
+    #[test]
+    fn prepare_env_needs_a_prepare_section() {
+        assert_one(
+            &edit(
+                "[profiles.full]",
+                "[profiles.full]\nprepare_env = { N = \"1\" }",
+            ),
+            "profiles.full.prepare_env: set, but there is no [prepare] section to use it",
+        );
+        let text = edit(
+            "[profiles.full]",
+            "[profiles.full]\nprepare_env = { \"\" = \"1\" }",
+        );
+        assert_one(
+            &format!("{text}\n[prepare]\ncommand = [\"true\"]\n"),
+            "profiles.full.prepare_env.: not a valid environment variable name",
         );
     }
 

@@ -1,0 +1,120 @@
+//! `rebench report` over 10,000 generated runs with 10,000 bootstrap
+//! resamples (target: under 2 s in release). Run with
+//! `cargo bench --bench report`. Prints timings; no assertions.
+
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rebench::environment::normalize::Aggregate;
+use rebench::report::runs::{ScorePoint, UsageTotals};
+use rebench::report::{Format, ReportOptions, Run, RunKind, build_report, render};
+
+const RUNS: usize = 10_000;
+const RESAMPLES: usize = 10_000;
+const ENVIRONMENTS: [&str; 7] = [
+    "optimize-llm-foundry",
+    "optimize-kernel",
+    "fix-embedding",
+    "scaling-law",
+    "restricted-mlm",
+    "gpt2-chat-rl",
+    "rust-codecontests",
+];
+const H: f64 = 3600.0;
+
+/// A run with a plausible score log: a few to a few dozen entries, drifting upwards.
+fn generated_run(index: usize, rng: &mut StdRng) -> Run {
+    let environment = ENVIRONMENTS[index % ENVIRONMENTS.len()];
+    let kind = if index.is_multiple_of(3) {
+        RunKind::Human
+    } else {
+        RunKind::Agent
+    };
+    let budget_s = match kind {
+        RunKind::Human => 8.0 * H,
+        RunKind::Agent => [0.5 * H, 2.0 * H, 8.0 * H][(index / 3) % 3],
+    };
+    let entries = rng.random_range(2..40);
+    let mut scores = vec![ScorePoint {
+        active_s: 0.0,
+        normalized: Some(0.0),
+        starting: true,
+    }];
+    let mut level: f64 = 0.0;
+    for _ in 0..entries {
+        level = (level + rng.random_range(-0.1..0.25)).max(0.0);
+        let valid = rng.random_bool(0.9);
+        scores.push(ScorePoint {
+            active_s: rng.random_range(0.0..budget_s),
+            normalized: valid.then_some(level),
+            starting: false,
+        });
+    }
+    scores.sort_by(|a, b| a.active_s.total_cmp(&b.active_s));
+    let aggregate = if environment == "scaling-law" {
+        Aggregate::Last
+    } else {
+        Aggregate::Best
+    };
+    let final_score = rebench::report::runs::aggregate_normalized(aggregate, &scores);
+    let started_at =
+        DateTime::<Utc>::from_timestamp(1_740_000_000 + index as i64 * 60, 0).unwrap_or_default();
+    Run {
+        id: format!("run-{index}"),
+        environment: environment.to_string(),
+        participant: format!("p{}", index % 500),
+        kind,
+        started_at,
+        ended: true,
+        budget_s,
+        active_s: budget_s,
+        visible: environment != "scaling-law",
+        aggregate,
+        scores,
+        final_score,
+        usage: UsageTotals {
+            events: usize::from(kind == RunKind::Agent),
+            cost_usd: if kind == RunKind::Agent { 15.0 } else { 0.0 },
+            tokens_in: 1_000_000,
+            tokens_out: 100_000,
+        },
+    }
+}
+
+fn main() {
+    let mut rng = StdRng::seed_from_u64(1);
+    let runs: Vec<Run> = (0..RUNS).map(|i| generated_run(i, &mut rng)).collect();
+    let options = ReportOptions {
+        seed: rebench::report::DEFAULT_SEED,
+        resamples: RESAMPLES,
+        budgets_s: vec![2.0 * H, 8.0 * H, 32.0 * H],
+        human_rate_usd_per_hour: 100.0,
+    };
+    let started = Instant::now();
+    let report = build_report(&runs, &options);
+    let analysis = started.elapsed();
+    println!(
+        "report over {RUNS} runs, {RESAMPLES} resamples: {:.3} s (analysis and bootstrap)",
+        analysis.as_secs_f64()
+    );
+    for format in [Format::Table, Format::Json, Format::Csv, Format::Markdown] {
+        let started = Instant::now();
+        let text = render(&report, format);
+        println!(
+            "  render {format:?}: {:.1} ms ({} bytes)",
+            started.elapsed().as_secs_f64() * 1000.0,
+            text.len()
+        );
+    }
+    let started = Instant::now();
+    match rebench::report::plot::render_svg(&report) {
+        Ok(svg) => println!(
+            "  plot SVG: {:.1} ms ({} bytes)",
+            started.elapsed().as_secs_f64() * 1000.0,
+            svg.len()
+        ),
+        Err(e) => println!("  plot SVG failed: {e}"),
+    }
+}

@@ -1,0 +1,394 @@
+//! The action dialogs: every proctor action asks for a reason (recorded in
+//! the session's log under the proctor's name) before it is sent; ending a
+//! session asks once more.
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use crate::environment::duration::parse_duration;
+use crate::protocol::Request;
+use crate::session::PauseReason;
+
+/// Longest reason we take (the server allows more; a reason is one line).
+const MAX_TEXT: usize = 500;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionKind {
+    Pause,
+    Resume,
+    Extend,
+    Note,
+    End,
+    Score,
+}
+
+impl ActionKind {
+    pub fn title(&self) -> &'static str {
+        match self {
+            ActionKind::Pause => "Pause",
+            ActionKind::Resume => "Resume",
+            ActionKind::Extend => "Extend the budget",
+            ActionKind::Note => "Proctor note",
+            ActionKind::End => "End the session",
+            ActionKind::Score => "Score now",
+        }
+    }
+
+    /// What the action did, for the footer ("paused k7mq2x").
+    pub fn done(&self) -> &'static str {
+        match self {
+            ActionKind::Pause => "paused",
+            ActionKind::Resume => "resumed",
+            ActionKind::Extend => "extended",
+            ActionKind::Note => "noted on",
+            ActionKind::End => "ended",
+            ActionKind::Score => "scored",
+        }
+    }
+
+    /// Resume and score carry no reason in the protocol: theirs goes into a
+    /// note after the action succeeds, and may be left empty.
+    fn reason_optional(&self) -> bool {
+        matches!(self, ActionKind::Resume | ActionKind::Score)
+    }
+
+    fn reason_label(&self) -> &'static str {
+        match self {
+            ActionKind::Note => "note",
+            _ => "reason",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Duration,
+    Reason,
+}
+
+/// What to send: the action, and a note to add once it succeeded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submission {
+    pub kind: ActionKind,
+    pub session: String,
+    pub request: Request,
+    pub then_note: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Open,
+    Cancelled,
+    Submit(Submission),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dialog {
+    pub kind: ActionKind,
+    /// Fixed when the dialog opens, so a re-sorted table cannot change the target.
+    pub session: String,
+    pub participant: String,
+    pub reason: String,
+    /// The extension (e.g. `30m`), for Extend.
+    pub duration: String,
+    pub field: Field,
+    /// End: the reason is in; waiting for `y`.
+    pub confirming: bool,
+    pub error: Option<String>,
+}
+
+impl Dialog {
+    pub fn new(kind: ActionKind, session: &str, participant: &str) -> Dialog {
+        Dialog {
+            kind,
+            session: session.to_string(),
+            participant: participant.to_string(),
+            reason: String::new(),
+            duration: if kind == ActionKind::Extend {
+                "30m".into()
+            } else {
+                String::new()
+            },
+            field: if kind == ActionKind::Extend {
+                Field::Duration
+            } else {
+                Field::Reason
+            },
+            confirming: false,
+            error: None,
+        }
+    }
+
+    pub fn has_duration(&self) -> bool {
+        self.kind == ActionKind::Extend
+    }
+
+    pub fn reason_label(&self) -> &'static str {
+        self.kind.reason_label()
+    }
+
+    pub fn reason_optional(&self) -> bool {
+        self.kind.reason_optional()
+    }
+
+    fn text_mut(&mut self) -> &mut String {
+        match self.field {
+            Field::Duration => &mut self.duration,
+            Field::Reason => &mut self.reason,
+        }
+    }
+
+    pub fn key(&mut self, key: KeyEvent) -> Outcome {
+        if self.confirming {
+            return match key.code {
+                KeyCode::Char('y') | KeyCode::Char('Y') => self.submission(),
+                _ => {
+                    self.confirming = false;
+                    Outcome::Open
+                }
+            };
+        }
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        match key.code {
+            KeyCode::Esc => return Outcome::Cancelled,
+            KeyCode::Char('c') if ctrl => return Outcome::Cancelled,
+            KeyCode::Char('u') if ctrl => self.text_mut().clear(),
+            KeyCode::Tab | KeyCode::BackTab | KeyCode::Up | KeyCode::Down
+                if self.has_duration() =>
+            {
+                self.field = match self.field {
+                    Field::Duration => Field::Reason,
+                    Field::Reason => Field::Duration,
+                };
+            }
+            KeyCode::Backspace => {
+                self.text_mut().pop();
+            }
+            KeyCode::Enter => return self.enter(),
+            KeyCode::Char(c) if !ctrl => {
+                let text = self.text_mut();
+                if text.chars().count() < MAX_TEXT {
+                    text.push(c);
+                }
+            }
+            _ => {}
+        }
+        self.error = None;
+        Outcome::Open
+    }
+
+    /// A pasted reason (newlines become spaces: a reason is one line).
+    pub fn paste(&mut self, text: &str) {
+        let clean: String = text
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        let field = self.text_mut();
+        for c in clean.chars() {
+            if field.chars().count() >= MAX_TEXT {
+                break;
+            }
+            field.push(c);
+        }
+    }
+
+    fn enter(&mut self) -> Outcome {
+        if self.has_duration() && self.field == Field::Duration {
+            if let Err(e) = self.extension_s() {
+                self.error = Some(e);
+            } else {
+                self.field = Field::Reason;
+            }
+            return Outcome::Open;
+        }
+        if let Err(e) = self.check() {
+            self.error = Some(e);
+            return Outcome::Open;
+        }
+        if self.kind == ActionKind::End {
+            self.confirming = true;
+            return Outcome::Open;
+        }
+        self.submission()
+    }
+
+    fn extension_s(&self) -> Result<u64, String> {
+        let secs = parse_duration(&self.duration)?.as_secs();
+        if secs == 0 {
+            return Err("an extension must be longer than 0s".into());
+        }
+        Ok(secs)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.has_duration() {
+            self.extension_s()?;
+        }
+        if self.reason.trim().is_empty() && !self.reason_optional() {
+            return Err(format!("type a {} first", self.reason_label()));
+        }
+        Ok(())
+    }
+
+    fn submission(&mut self) -> Outcome {
+        let session = self.session.clone();
+        let reason = self.reason.trim().to_string();
+        let (request, then_note) = match self.kind {
+            ActionKind::Pause => (
+                Request::Pause {
+                    session: session.clone(),
+                    reason: PauseReason::Proctor,
+                    note: Some(reason),
+                },
+                None,
+            ),
+            ActionKind::Resume => (
+                Request::Resume {
+                    session: session.clone(),
+                },
+                (!reason.is_empty()).then(|| format!("resumed the session: {reason}")),
+            ),
+            ActionKind::Extend => match self.extension_s() {
+                Ok(by_s) => (
+                    Request::Extend {
+                        session: session.clone(),
+                        by_s,
+                        reason,
+                    },
+                    None,
+                ),
+                Err(e) => {
+                    self.error = Some(e);
+                    self.confirming = false;
+                    return Outcome::Open;
+                }
+            },
+            ActionKind::Note => (
+                Request::Note {
+                    session: session.clone(),
+                    text: reason,
+                },
+                None,
+            ),
+            ActionKind::End => (
+                Request::End {
+                    session: session.clone(),
+                    reason: None,
+                },
+                Some(format!("ended the session: {reason}")),
+            ),
+            ActionKind::Score => (
+                Request::Score {
+                    session: session.clone(),
+                },
+                (!reason.is_empty()).then(|| format!("took a score: {reason}")),
+            ),
+        };
+        Outcome::Submit(Submission {
+            kind: self.kind,
+            session,
+            request,
+            then_note,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    fn typed(d: &mut Dialog, text: &str) {
+        for c in text.chars() {
+            assert_eq!(d.key(key(KeyCode::Char(c))), Outcome::Open);
+        }
+    }
+
+    #[test]
+    fn pause_needs_a_reason_and_sends_it_as_the_note() {
+        let mut d = Dialog::new(ActionKind::Pause, "k7", "alice");
+        assert_eq!(d.key(key(KeyCode::Enter)), Outcome::Open);
+        assert_eq!(d.error.as_deref(), Some("type a reason first"));
+        typed(&mut d, "fire alarm");
+        let Outcome::Submit(s) = d.key(key(KeyCode::Enter)) else {
+            panic!("not submitted");
+        };
+        assert_eq!(
+            s.request,
+            Request::Pause {
+                session: "k7".into(),
+                reason: PauseReason::Proctor,
+                note: Some("fire alarm".into())
+            }
+        );
+        assert_eq!(s.then_note, None);
+    }
+
+    #[test]
+    fn extend_reads_a_duration_then_a_reason() {
+        let mut d = Dialog::new(ActionKind::Extend, "k7", "alice");
+        d.key(key(KeyCode::Backspace));
+        d.key(key(KeyCode::Backspace));
+        d.key(key(KeyCode::Backspace));
+        typed(&mut d, "1h5");
+        d.key(key(KeyCode::Enter));
+        assert!(d.error.as_deref().is_some_and(|e| e.contains("1h5")));
+        typed(&mut d, "m");
+        d.key(key(KeyCode::Enter));
+        assert_eq!(d.field, Field::Reason);
+        typed(&mut d, "server outage");
+        let Outcome::Submit(s) = d.key(key(KeyCode::Enter)) else {
+            panic!("not submitted");
+        };
+        assert_eq!(
+            s.request,
+            Request::Extend {
+                session: "k7".into(),
+                by_s: 3900,
+                reason: "server outage".into()
+            }
+        );
+    }
+
+    #[test]
+    fn end_asks_for_confirmation_and_notes_the_reason() {
+        let mut d = Dialog::new(ActionKind::End, "k7", "alice");
+        typed(&mut d, "cheating");
+        assert_eq!(d.key(key(KeyCode::Enter)), Outcome::Open);
+        assert!(d.confirming);
+        // Any other key steps back instead of ending.
+        assert_eq!(d.key(key(KeyCode::Char('n'))), Outcome::Open);
+        assert!(!d.confirming);
+        d.key(key(KeyCode::Enter));
+        let Outcome::Submit(s) = d.key(key(KeyCode::Char('y'))) else {
+            panic!("not submitted");
+        };
+        assert_eq!(
+            s.request,
+            Request::End {
+                session: "k7".into(),
+                reason: None
+            }
+        );
+        assert_eq!(s.then_note.as_deref(), Some("ended the session: cheating"));
+    }
+
+    #[test]
+    fn resume_and_score_may_go_without_a_reason() {
+        let mut d = Dialog::new(ActionKind::Resume, "k7", "alice");
+        let Outcome::Submit(s) = d.key(key(KeyCode::Enter)) else {
+            panic!("not submitted");
+        };
+        assert_eq!(s.then_note, None);
+        let mut d = Dialog::new(ActionKind::Score, "k7", "alice");
+        d.paste("check\nprogress");
+        let Outcome::Submit(s) = d.key(key(KeyCode::Enter)) else {
+            panic!("not submitted");
+        };
+        assert_eq!(s.then_note.as_deref(), Some("took a score: check progress"));
+        let mut d = Dialog::new(ActionKind::Note, "k7", "alice");
+        assert_eq!(d.key(key(KeyCode::Esc)), Outcome::Cancelled);
+    }
+}

@@ -1,0 +1,443 @@
+//! What the dashboard knows about every session: the server's view, kept
+//! current by applying pushed events locally (so a burst of agent execs
+//! costs no requests), and re-read from the server now and then.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+
+use crate::protocol::{ExtensionView, NoteView, PauseView, ScoreView, SessionView};
+use crate::session::{Event, EventKind, ScoreEntry};
+
+/// A shell of the session that exited while it was live.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShellExit {
+    pub shell: u32,
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    /// When it exited (or, for one found exited at start, when we saw it).
+    pub at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tracked {
+    /// The latest view (its `scores` are kept in `scores` instead).
+    pub view: SessionView,
+    /// The score log, admin-complete (hidden values included).
+    pub scores: Vec<ScoreView>,
+    /// Whether `scores` came from the server (a listing has none).
+    pub scores_loaded: bool,
+    /// Wall time at which `view.active_s` was exact: the clock counts on from there.
+    pub synced_at: DateTime<Utc>,
+    pub shell_exits: Vec<ShellExit>,
+}
+
+impl Tracked {
+    pub fn new(mut view: SessionView, synced_at: DateTime<Utc>) -> Tracked {
+        let scores = view.scores.take();
+        Tracked {
+            scores_loaded: scores.is_some(),
+            scores: scores.unwrap_or_default(),
+            view,
+            synced_at,
+            shell_exits: Vec::new(),
+        }
+    }
+
+    /// A fresh view from the server replaces ours (scores only if it has them).
+    pub fn refresh(&mut self, mut view: SessionView, synced_at: DateTime<Utc>) {
+        if let Some(scores) = view.scores.take() {
+            self.scores = scores;
+            self.scores_loaded = true;
+        }
+        self.view = view;
+        self.synced_at = synced_at;
+    }
+
+    fn already_has(&self, event: &Event) -> bool {
+        let v = &self.view;
+        match &event.kind {
+            EventKind::Paused { .. } => v.pauses.iter().any(|p| p.start == event.at),
+            EventKind::Extended { .. } => v.extensions.iter().any(|e| e.at == event.at),
+            EventKind::Scored { .. } => self.scores.iter().any(|s| s.seq == event.seq),
+            EventKind::Note { text, .. } => {
+                v.notes.iter().any(|n| n.at == event.at && n.text == *text)
+            }
+            EventKind::Ended { .. } => v.ended_at.is_some(),
+            _ => false,
+        }
+    }
+
+    pub fn running(&self) -> bool {
+        self.view.state == "running"
+    }
+
+    pub fn ended(&self) -> bool {
+        self.view.state == "ended"
+    }
+
+    /// Active time now: counted on locally while the clock runs.
+    pub fn active_s(&self, now: DateTime<Utc>) -> f64 {
+        let v = &self.view;
+        if !self.running() {
+            return v.active_s;
+        }
+        let since = seconds_between(self.synced_at, now).max(0.0);
+        (v.active_s + since).min(v.budget_s.max(v.active_s))
+    }
+
+    pub fn remaining_s(&self, now: DateTime<Utc>) -> f64 {
+        (self.view.budget_s - self.active_s(now)).max(0.0)
+    }
+
+    /// The pause in progress, if any.
+    pub fn open_pause(&self) -> Option<&PauseView> {
+        self.view.pauses.last().filter(|p| p.end.is_none())
+    }
+
+    /// The best valid normalized score (hidden ones too: proctors see them).
+    pub fn best(&self) -> Option<&ScoreView> {
+        self.valid_scores()
+            .fold(None, |best: Option<&ScoreView>, s| match best {
+                Some(b) if b.normalized >= s.normalized => Some(b),
+                _ => Some(s),
+            })
+    }
+
+    pub fn valid_scores(&self) -> impl DoubleEndedIterator<Item = &ScoreView> {
+        self.scores
+            .iter()
+            .filter(|s| s.valid == Some(true) && s.normalized.is_some())
+    }
+
+    /// When the participant last did something, as far as we can tell: a
+    /// keystroke or exec, else the latest (re)start of the clock.
+    pub fn active_since(&self) -> Option<DateTime<Utc>> {
+        let v = &self.view;
+        let resumed = v.pauses.iter().filter_map(|p| p.end).max();
+        [v.last_activity_at, v.started_at, resumed]
+            .into_iter()
+            .flatten()
+            .max()
+    }
+
+    /// Applies one event of the session's log to our copy; false if our
+    /// copy already had it (a view read after the event, the push after the
+    /// reply): entries are recognised by their time, so nothing counts twice.
+    pub fn apply(&mut self, event: &Event) -> bool {
+        if self.already_has(event) {
+            return false;
+        }
+        let v = &mut self.view;
+        let active_s = event.active_ms as f64 / 1000.0;
+        if active_s >= v.active_s {
+            v.active_s = active_s;
+            self.synced_at = event.at;
+        }
+        match &event.kind {
+            EventKind::Started { .. } => v.started_at = Some(event.at),
+            EventKind::Paused { reason, by, note } => {
+                if v.pauses.last().is_none_or(|p| p.end.is_some()) {
+                    v.pauses.push(PauseView {
+                        reason: reason.to_string(),
+                        by: by.clone(),
+                        note: note.clone(),
+                        start: event.at,
+                        end: None,
+                    });
+                }
+            }
+            EventKind::Resumed { .. } => {
+                if let Some(p) = v.pauses.last_mut().filter(|p| p.end.is_none()) {
+                    p.end = Some(event.at);
+                }
+            }
+            EventKind::Extended { by_ms, reason, by } => {
+                v.budget_s += *by_ms as f64 / 1000.0;
+                v.extensions.push(ExtensionView {
+                    at: event.at,
+                    by_s: *by_ms as f64 / 1000.0,
+                    reason: reason.clone(),
+                    by: by.clone(),
+                });
+            }
+            EventKind::Scored { entry } => {
+                let score = score_view(event, entry, v.visible);
+                v.score_count = v.score_count.max(self.scores.len()) + 1;
+                v.scoring_since = None;
+                self.scores.push(score);
+            }
+            EventKind::Note { text, by } => v.notes.push(NoteView {
+                at: event.at,
+                active_s,
+                text: text.clone(),
+                by: by.clone(),
+            }),
+            EventKind::ShellExited {
+                shell,
+                code,
+                signal,
+            } => {
+                // Shells stopped because the session ended are no news.
+                if v.state != "ended" {
+                    self.shell_exits.push(ShellExit {
+                        shell: *shell,
+                        code: *code,
+                        signal: *signal,
+                        at: event.at,
+                    });
+                }
+            }
+            EventKind::Exec(_) => v.last_activity_at = Some(event.at),
+            EventKind::Ended { reason, .. } => {
+                v.end_reason = Some(reason.to_string());
+                v.ended_at = Some(event.at);
+                if let Some(p) = v.pauses.last_mut().filter(|p| p.end.is_none()) {
+                    p.end = Some(event.at);
+                }
+            }
+            EventKind::Created { .. }
+            | EventKind::Warning { .. }
+            | EventKind::ShellOpened { .. }
+            | EventKind::Usage { .. } => {}
+        }
+        v.state = phase(v).to_string();
+        v.pause_reason = match v.state.as_str() {
+            "paused" => v.pauses.last().map(|p| p.reason.clone()),
+            _ => None,
+        };
+        v.remaining_s = (v.budget_s - v.active_s).max(0.0);
+        true
+    }
+}
+
+/// The session's state as the server derives it from the log.
+fn phase(v: &SessionView) -> &'static str {
+    let open_pause = v.pauses.last().is_some_and(|p| p.end.is_none());
+    if v.end_reason.is_some() {
+        "ended"
+    } else if v.started_at.is_some() && open_pause {
+        "paused"
+    } else if v.started_at.is_some() {
+        "running"
+    } else {
+        "created"
+    }
+}
+
+/// The admin's view of a score entry that arrived as an event.
+fn score_view(event: &Event, entry: &ScoreEntry, visible: bool) -> ScoreView {
+    ScoreView {
+        seq: event.seq,
+        at: event.at,
+        active_s: event.active_ms as f64 / 1000.0,
+        phase: serde_json::to_value(entry.phase)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default(),
+        raw: entry.raw,
+        normalized: entry.normalized,
+        valid: Some(entry.valid),
+        message: entry.message.clone(),
+        hidden: !visible,
+        details: Some(entry.details.clone()),
+        output: Some(entry.output.clone()),
+        duration_ms: entry.duration_ms,
+    }
+}
+
+pub fn seconds_between(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
+    (to - from).num_milliseconds() as f64 / 1000.0
+}
+
+/// Every session the dashboard knows, by id.
+#[derive(Debug, Clone, Default)]
+pub struct Fleet {
+    pub sessions: BTreeMap<String, Tracked>,
+}
+
+impl Fleet {
+    /// A `list_sessions` reply: views replace ours (our score logs stay);
+    /// sessions no longer listed are dropped.
+    pub fn load_list(&mut self, views: Vec<SessionView>, now: DateTime<Utc>) {
+        let mut next = BTreeMap::new();
+        for view in views {
+            let id = view.id.clone();
+            let tracked = match self.sessions.remove(&id) {
+                Some(mut t) => {
+                    t.refresh(view, now);
+                    t
+                }
+                None => Tracked::new(view, now),
+            };
+            next.insert(id, tracked);
+        }
+        self.sessions = next;
+    }
+
+    /// A `show` reply (with scores).
+    pub fn load_show(&mut self, view: SessionView, now: DateTime<Utc>) {
+        match self.sessions.get_mut(&view.id) {
+            Some(t) => t.refresh(view, now),
+            None => {
+                self.sessions
+                    .insert(view.id.clone(), Tracked::new(view, now));
+            }
+        }
+    }
+
+    /// A pushed event; returns false for a session we do not know yet (the
+    /// caller asks the server for it).
+    pub fn apply(&mut self, session: &str, event: &Event) -> bool {
+        match self.sessions.get_mut(session) {
+            Some(t) => {
+                t.apply(event);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Tracked> {
+        self.sessions.get(id)
+    }
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use crate::session::{EndReason, PauseReason, ScorePhase};
+
+    pub fn at(secs: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000 + secs, 0).unwrap_or_default()
+    }
+
+    pub fn view(id: &str) -> SessionView {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "environment": "fixed", "title": "Fixed", "profile": null,
+            "participant": "tess", "kind": "human", "state": "running",
+            "pause_reason": null, "end_reason": null, "workspace": "/w",
+            "budget_s": 7200.0, "active_s": 100.0, "remaining_s": 7100.0,
+            "created_at": at(0), "started_at": at(0), "ended_at": null,
+            "metric": "runtime", "unit": "ms", "visible": true, "aggregate": "best",
+            "allow_missing_hardware": false, "hardware_missing": [],
+            "pauses": [], "extensions": [], "notes": [], "score_count": 0,
+            "final": null
+        }))
+        .unwrap()
+    }
+
+    fn ev(seq: u64, secs: i64, kind: EventKind) -> Event {
+        Event {
+            seq,
+            at: at(secs),
+            active_ms: secs as u64 * 1000,
+            kind,
+        }
+    }
+
+    pub fn entry(valid: bool, normalized: Option<f64>, message: &str) -> ScoreEntry {
+        ScoreEntry {
+            phase: ScorePhase::Intermediate,
+            requested_by: "tess".into(),
+            requested_active_ms: 0,
+            valid,
+            raw: normalized.map(|n| 5.0 - n),
+            normalized,
+            message: message.into(),
+            scorer_message: serde_json::Value::Null,
+            details: serde_json::json!({"k": 1}),
+            output: String::new(),
+            exit_code: Some(0),
+            duration_ms: 10,
+        }
+    }
+
+    #[test]
+    fn events_move_state_budget_and_scores() {
+        let mut t = Tracked::new(view("a"), at(100));
+        assert_eq!(t.active_s(at(160)), 160.0);
+        let by = || "ana (proctor)".to_string();
+        t.apply(&ev(
+            5,
+            200,
+            EventKind::Paused {
+                reason: PauseReason::Proctor,
+                by: by(),
+                note: Some("check".into()),
+            },
+        ));
+        assert_eq!(t.view.state, "paused");
+        assert_eq!(t.view.pause_reason.as_deref(), Some("proctor"));
+        // The clock stands still while paused.
+        assert_eq!(t.active_s(at(900)), 200.0);
+        t.apply(&ev(6, 200, EventKind::Resumed { by: by() }));
+        assert_eq!(t.view.state, "running");
+        assert_eq!(t.active_since(), Some(at(200)));
+        t.apply(&ev(
+            7,
+            210,
+            EventKind::Extended {
+                by_ms: 1_800_000,
+                reason: "outage".into(),
+                by: by(),
+            },
+        ));
+        assert_eq!(t.view.budget_s, 9000.0);
+        t.apply(&ev(
+            8,
+            220,
+            EventKind::Scored {
+                entry: Box::new(entry(true, Some(0.5), "ok")),
+            },
+        ));
+        assert_eq!(t.view.score_count, 1);
+        assert_eq!(t.best().and_then(|s| s.normalized), Some(0.5));
+        // An event the view already had is not applied twice.
+        let extended_again = ev(
+            7,
+            210,
+            EventKind::Extended {
+                by_ms: 1_800_000,
+                reason: "outage".into(),
+                by: by(),
+            },
+        );
+        assert!(!t.apply(&extended_again));
+        assert_eq!(t.view.budget_s, 9000.0);
+        t.apply(&ev(
+            9,
+            230,
+            EventKind::ShellExited {
+                shell: 2,
+                code: Some(1),
+                signal: None,
+            },
+        ));
+        assert_eq!(t.shell_exits.len(), 1);
+        t.apply(&ev(
+            10,
+            240,
+            EventKind::Ended {
+                reason: EndReason::EndedByProctor,
+                by: by(),
+            },
+        ));
+        assert_eq!(t.view.state, "ended");
+        assert_eq!(t.view.end_reason.as_deref(), Some("ended_by_proctor"));
+    }
+
+    #[test]
+    fn a_listing_keeps_score_logs_and_drops_gone_sessions() {
+        let mut fleet = Fleet::default();
+        let mut shown = view("a");
+        shown.scores = Some(vec![]);
+        fleet.load_show(shown, at(0));
+        fleet.load_list(vec![view("a"), view("b")], at(10));
+        assert!(fleet.get("a").is_some_and(|t| t.scores_loaded));
+        assert!(fleet.get("b").is_some_and(|t| !t.scores_loaded));
+        fleet.load_list(vec![view("b")], at(20));
+        assert!(fleet.get("a").is_none());
+        assert!(!fleet.apply("zz", &ev(0, 0, EventKind::Created { by: "x".into() })));
+    }
+}

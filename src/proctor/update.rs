@@ -1,0 +1,390 @@
+//! Keys: moving around the table and the detail view, filtering, and
+//! opening the action dialogs. (Replies and pushes are in `replies`.)
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+use super::app::{Action, App, Effect, Exit, Focus, Overlay, Pending, Screen};
+use super::detail::{Detail, Pane};
+use super::dialog::{ActionKind, Dialog, Outcome, Submission};
+use super::rows::View;
+use crate::protocol::Request;
+
+/// Rows a page key moves.
+const PAGE: isize = 10;
+
+impl App {
+    /// One action, then the rows brought up to date.
+    pub fn update(&mut self, action: Action) -> Vec<Effect> {
+        let effects = self.handle(action);
+        self.settle();
+        effects
+    }
+
+    /// One action; pushed events only mark the rows stale, so that a burst
+    /// of them costs one recompute (`settle`) rather than one each.
+    pub fn handle(&mut self, action: Action) -> Vec<Effect> {
+        match action {
+            Action::Key(key) => {
+                if key.kind == KeyEventKind::Release {
+                    return Vec::new();
+                }
+                self.dirty = true;
+                self.key(key)
+            }
+            Action::Paste(text) => {
+                if let Some(Overlay::Dialog(d)) = &mut self.overlay {
+                    d.paste(&text);
+                } else if self.searching {
+                    self.view.search.push_str(text.trim());
+                    self.recompute();
+                }
+                self.dirty = true;
+                Vec::new()
+            }
+            Action::Resize(cols, rows) => {
+                self.area = ratatui::layout::Rect::new(0, 0, cols, rows);
+                self.dirty = true;
+                Vec::new()
+            }
+            Action::Tick => {
+                self.recompute();
+                Vec::new()
+            }
+            Action::Resync => self.resync(),
+            Action::Reply { pending, result } => self.reply(pending, result),
+            Action::Push(push) => self.push(*push),
+            Action::Disconnected(why) => vec![Effect::Exit(Exit::Lost(why))],
+        }
+    }
+
+    /// Re-reads every session, and the detail view's shells (a watcher is
+    /// not told when the driver resizes).
+    pub fn resync(&mut self) -> Vec<Effect> {
+        let mut effects = vec![Effect::Send(Pending::List, Request::ListSessions)];
+        if let Some(d) = &self.detail {
+            effects.push(Effect::Send(
+                Pending::DetailShells(d.session.clone()),
+                Request::ShellList {
+                    session: d.session.clone(),
+                },
+            ));
+        }
+        effects
+    }
+
+    fn key(&mut self, key: KeyEvent) -> Vec<Effect> {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if let Some(Overlay::Dialog(dialog)) = &mut self.overlay {
+            return match dialog.key(key) {
+                Outcome::Open => Vec::new(),
+                Outcome::Cancelled => {
+                    self.overlay = None;
+                    Vec::new()
+                }
+                Outcome::Submit(s) => {
+                    self.overlay = None;
+                    vec![submit(s)]
+                }
+            };
+        }
+        if self.overlay == Some(Overlay::Help) {
+            self.overlay = None;
+            return Vec::new();
+        }
+        if ctrl && key.code == KeyCode::Char('c') {
+            return vec![Effect::Exit(Exit::Quit)];
+        }
+        if self.searching {
+            self.search_key(key);
+            return Vec::new();
+        }
+        if let Some(kind) = action_for(key.code) {
+            return self.open_dialog(kind);
+        }
+        match key.code {
+            KeyCode::Char('?') => {
+                self.overlay = Some(Overlay::Help);
+                return Vec::new();
+            }
+            KeyCode::Char('R') => return self.refresh(),
+            _ => {}
+        }
+        match self.screen {
+            Screen::Table => self.table_key(key),
+            Screen::Detail => self.detail_key(key),
+        }
+    }
+
+    fn search_key(&mut self, key: KeyEvent) {
+        match key.code {
+            KeyCode::Esc => {
+                self.searching = false;
+                self.view.search.clear();
+            }
+            KeyCode::Enter => self.searching = false,
+            KeyCode::Backspace => {
+                self.view.search.pop();
+            }
+            KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => {
+                self.view.search.push(c)
+            }
+            _ => return,
+        }
+        self.recompute();
+    }
+
+    fn table_key(&mut self, key: KeyEvent) -> Vec<Effect> {
+        match key.code {
+            KeyCode::Char('q') => return vec![Effect::Exit(Exit::Quit)],
+            KeyCode::Up | KeyCode::Char('k') => self.move_selection(-1),
+            KeyCode::Down | KeyCode::Char('j') => self.move_selection(1),
+            KeyCode::PageUp => self.move_selection(-PAGE),
+            KeyCode::PageDown => self.move_selection(PAGE),
+            KeyCode::Home | KeyCode::Char('g') => self.move_selection(-isize::MAX / 2),
+            KeyCode::End | KeyCode::Char('G') => self.move_selection(isize::MAX / 2),
+            KeyCode::Tab | KeyCode::BackTab => {
+                self.focus = match self.focus {
+                    Focus::Table if !self.alert_list.is_empty() => Focus::Alerts,
+                    _ => Focus::Table,
+                };
+            }
+            KeyCode::Enter => {
+                if let Some(id) = self.target() {
+                    return self.open_detail(&id);
+                }
+            }
+            KeyCode::Char('/') => {
+                self.searching = true;
+                self.focus = Focus::Table;
+            }
+            KeyCode::Char('f') => self.view.state = self.view.state.next(),
+            KeyCode::Char('e') => self.view.environment = self.next_environment(),
+            KeyCode::Char('t') => {
+                self.view.kind = match self.view.kind.as_deref() {
+                    None => Some("human".into()),
+                    Some("human") => Some("agent".into()),
+                    _ => None,
+                }
+            }
+            KeyCode::Char('!') => self.view.alerts_only = !self.view.alerts_only,
+            KeyCode::Char('o') => self.view.sort = self.view.sort.next(),
+            KeyCode::Char('O') => self.view.descending = !self.view.descending,
+            KeyCode::Char('c') => {
+                self.view = View {
+                    sort: self.view.sort,
+                    descending: self.view.descending,
+                    ..View::default()
+                }
+            }
+            KeyCode::Char('a') => self.acknowledge(),
+            _ => return Vec::new(),
+        }
+        self.recompute();
+        Vec::new()
+    }
+
+    fn detail_key(&mut self, key: KeyEvent) -> Vec<Effect> {
+        let Some(detail) = &mut self.detail else {
+            self.screen = Screen::Table;
+            return Vec::new();
+        };
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('q') | KeyCode::Backspace => return self.close_detail(),
+            KeyCode::Char('v') => {
+                detail.pane = match detail.pane {
+                    Pane::Shells => Pane::Execs,
+                    Pane::Execs => Pane::Shells,
+                }
+            }
+            KeyCode::Tab | KeyCode::Right | KeyCode::Char(']') => {
+                detail.pane = Pane::Shells;
+                detail.next_tab(1);
+            }
+            KeyCode::BackTab | KeyCode::Left | KeyCode::Char('[') => {
+                detail.pane = Pane::Shells;
+                detail.next_tab(-1);
+            }
+            KeyCode::Char(c @ '1'..='9') => {
+                let i = c as usize - '1' as usize;
+                if i < detail.mirrors.len() {
+                    detail.pane = Pane::Shells;
+                    detail.active = i;
+                }
+            }
+            KeyCode::Up | KeyCode::Char('k') => detail.move_exec(-1),
+            KeyCode::Down | KeyCode::Char('j') => detail.move_exec(1),
+            KeyCode::PageUp => detail.score_scroll = detail.score_scroll.saturating_sub(5),
+            KeyCode::PageDown => detail.score_scroll += 5,
+            KeyCode::Char('a') => self.acknowledge(),
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    fn move_selection(&mut self, step: isize) {
+        match self.focus {
+            Focus::Alerts => {
+                let max = self.alert_list.len().saturating_sub(1) as isize;
+                self.alert_selected =
+                    (self.alert_selected as isize).saturating_add(step).clamp(0, max) as usize;
+            }
+            Focus::Table => {
+                if self.rows.is_empty() {
+                    return;
+                }
+                let now = self.selected_index().unwrap_or(0) as isize;
+                let max = self.rows.len() as isize - 1;
+                let next = now.saturating_add(step).clamp(0, max) as usize;
+                self.selected = Some(self.rows[next].id.clone());
+            }
+        }
+    }
+
+    /// The next environment filter: every environment, then each in turn.
+    fn next_environment(&self) -> Option<String> {
+        let mut envs: Vec<&String> = self
+            .fleet
+            .sessions
+            .values()
+            .map(|t| &t.view.environment)
+            .collect();
+        envs.sort();
+        envs.dedup();
+        match &self.view.environment {
+            None => envs.first().map(|e| e.to_string()),
+            Some(now) => envs
+                .iter()
+                .position(|e| *e == now)
+                .and_then(|i| envs.get(i + 1))
+                .map(|e| e.to_string()),
+        }
+    }
+
+    /// Hides the target session's current alerts from the list (new ones show).
+    fn acknowledge(&mut self) {
+        let Some(id) = self.target() else {
+            return;
+        };
+        let keys: Vec<_> = self
+            .alert_list
+            .iter()
+            .filter(|l| l.session == id)
+            .map(|l| App::ack_key(&l.session, &l.alert))
+            .collect();
+        let n = keys.len();
+        self.acknowledged.extend(keys);
+        self.recompute();
+        if n > 0 {
+            self.notify(format!("alerts of {id} acknowledged"));
+        }
+    }
+
+    fn open_dialog(&mut self, kind: ActionKind) -> Vec<Effect> {
+        let Some(id) = self.target() else {
+            self.notify_error("no session selected");
+            return Vec::new();
+        };
+        let Some(t) = self.fleet.get(&id) else {
+            return Vec::new();
+        };
+        let state = t.view.state.as_str();
+        let refusal = match kind {
+            _ if state == "ended" => Some("has ended"),
+            ActionKind::Pause if state != "running" => Some("is not running"),
+            ActionKind::Resume if state != "paused" => Some("is not paused"),
+            _ => None,
+        };
+        if let Some(why) = refusal {
+            self.notify_error(format!(
+                "{}: session {id} of {} {why}",
+                kind.title(),
+                t.view.participant
+            ));
+            return Vec::new();
+        }
+        self.overlay = Some(Overlay::Dialog(Dialog::new(kind, &id, &t.view.participant)));
+        Vec::new()
+    }
+
+    pub fn open_detail(&mut self, id: &str) -> Vec<Effect> {
+        let agent = self.fleet.get(id).is_some_and(|t| t.view.kind == "agent");
+        let mut effects = self.close_detail();
+        self.detail = Some(Detail::new(id, agent));
+        self.screen = Screen::Detail;
+        self.selected = Some(id.to_string());
+        effects.extend(self.detail_requests(id));
+        effects
+    }
+
+    fn detail_requests(&self, id: &str) -> Vec<Effect> {
+        let session = || id.to_string();
+        vec![
+            Effect::Send(
+                Pending::Show(session()),
+                Request::Show { session: session() },
+            ),
+            Effect::Send(
+                Pending::DetailShells(session()),
+                Request::ShellList { session: session() },
+            ),
+            Effect::Send(
+                Pending::Events(session()),
+                Request::Events { session: session() },
+            ),
+        ]
+    }
+
+    /// Back to the table; the mirrors stop (the server stops sending).
+    pub fn close_detail(&mut self) -> Vec<Effect> {
+        self.screen = Screen::Table;
+        let Some(d) = self.detail.take() else {
+            return Vec::new();
+        };
+        d.mirrors
+            .iter()
+            .map(|m| {
+                Effect::Send(
+                    Pending::Detach,
+                    Request::ShellDetach {
+                        session: d.session.clone(),
+                        shell: m.tab.shell,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// `R`: everything again from the server.
+    fn refresh(&mut self) -> Vec<Effect> {
+        let mut effects = vec![Effect::Send(Pending::List, Request::ListSessions)];
+        if let Some(d) = &self.detail {
+            let id = d.session.clone();
+            effects.extend(self.detail_requests(&id));
+        }
+        self.notify("refreshing…");
+        effects
+    }
+}
+
+fn action_for(code: KeyCode) -> Option<ActionKind> {
+    Some(match code {
+        KeyCode::Char('p') => ActionKind::Pause,
+        KeyCode::Char('r') => ActionKind::Resume,
+        KeyCode::Char('x') => ActionKind::Extend,
+        KeyCode::Char('n') => ActionKind::Note,
+        KeyCode::Char('E') => ActionKind::End,
+        KeyCode::Char('s') => ActionKind::Score,
+        _ => return None,
+    })
+}
+
+fn submit(s: Submission) -> Effect {
+    Effect::Send(
+        Pending::Act {
+            kind: s.kind,
+            session: s.session,
+            then_note: s.then_note,
+        },
+        s.request,
+    )
+}

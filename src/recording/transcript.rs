@@ -1,0 +1,108 @@
+//! An agent's exec calls as a terminal transcript: a prompt with the
+//! command when it started, its output when it finished, so agent sessions
+//! replay like shell sessions.
+
+use super::timeline::{Ms, TermEvent, TermKind, Track};
+use crate::session::event::ExecRecord;
+
+pub const COLS: u16 = 100;
+pub const ROWS: u16 = 30;
+
+/// Adds one exec call that ran from `start` to `end`.
+pub fn push_exec(track: &mut Track, start: Ms, end: Ms, exec: &ExecRecord) {
+    let mut prompt = format!("\x1b[1;32m$\x1b[0m {}", exec.command.trim_end()).into_bytes();
+    prompt.extend_from_slice(b"\r\n");
+    track.events.push(TermEvent {
+        t: start,
+        kind: TermKind::Output(crlf(prompt)),
+    });
+    let mut out = Vec::new();
+    out.extend_from_slice(exec.stdout.as_bytes());
+    if exec.stdout_truncated {
+        out.extend_from_slice(b"\n\x1b[2m[stdout truncated]\x1b[0m\n");
+    }
+    if !exec.stderr.is_empty() {
+        ensure_newline(&mut out);
+        out.extend_from_slice(b"\x1b[31m");
+        out.extend_from_slice(exec.stderr.trim_end_matches('\n').as_bytes());
+        out.extend_from_slice(b"\x1b[0m\n");
+    }
+    if exec.stderr_truncated {
+        out.extend_from_slice(b"\n\x1b[2m[stderr truncated]\x1b[0m\n");
+    }
+    ensure_newline(&mut out);
+    let status = match (exec.timed_out, exec.exit_code, exec.signal) {
+        (true, _, _) => Some(format!("timed out after {:.1}s", ms_s(exec.duration_ms))),
+        (_, Some(0), _) => None,
+        (_, Some(code), _) => Some(format!("exit {code}")),
+        (_, None, Some(sig)) => Some(format!("killed by signal {sig}")),
+        (_, None, None) => Some("no exit status".into()),
+    };
+    if let Some(status) = status {
+        out.extend_from_slice(format!("\x1b[33m[{status}]\x1b[0m\n").as_bytes());
+    }
+    track.events.push(TermEvent {
+        t: end.max(start),
+        kind: TermKind::Output(crlf(out)),
+    });
+}
+
+fn ms_s(ms: u64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+fn ensure_newline(out: &mut Vec<u8>) {
+    if out.last().is_some_and(|&b| b != b'\n') {
+        out.push(b'\n');
+    }
+}
+
+/// exec output is not from a terminal: bare newlines must also return the cursor.
+fn crlf(bytes: Vec<u8>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len() + bytes.len() / 16);
+    let mut prev = 0u8;
+    for b in bytes {
+        if b == b'\n' && prev != b'\r' {
+            out.push(b'\r');
+        }
+        out.push(b);
+        prev = b;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_command_shows_its_prompt_output_and_status() {
+        let exec = ExecRecord {
+            command: "python solve.py".into(),
+            cwd: "/w".into(),
+            exit_code: Some(2),
+            signal: None,
+            timed_out: false,
+            duration_ms: 1500,
+            stdout: "line 1\nline 2".into(),
+            stderr: "oops\n".into(),
+            stdout_truncated: false,
+            stderr_truncated: false,
+        };
+        let mut track = Track::new(None, "agent", 60, 10);
+        push_exec(&mut track, 100, 1600, &exec);
+        assert_eq!(track.events.len(), 2);
+        assert_eq!(track.events[1].t, 1600);
+        let mut parser = vt100::Parser::new(10, 60, 0);
+        for e in &track.events {
+            if let TermKind::Output(d) = &e.kind {
+                parser.process(d);
+            }
+        }
+        let text = parser.screen().contents();
+        assert_eq!(
+            text.lines().collect::<Vec<_>>(),
+            vec!["$ python solve.py", "line 1", "line 2", "oops", "[exit 2]"]
+        );
+    }
+}

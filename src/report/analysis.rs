@@ -1,0 +1,715 @@
+//! From runs to a [`Report`]: groups runs by kind and environment, lays out
+//! the quantities to bootstrap, runs the bootstrap and assembles the rows.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::best_of_k::{HUMAN_RUN_CAP_S, Split, candidate_splits};
+use super::bootstrap::{BootstrapOutcome, Column, Sampled, Statistic, Stratum, run_bootstrap};
+use super::model::*;
+use super::runs::{Run, RunKind};
+use super::stats::{CONFIDENCE, Estimate, labelled_rng, percentile};
+use super::timeline::{ScoreTimeline, time_grid};
+
+/// Everything that shapes the numbers, besides the runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportOptions {
+    pub seed: u64,
+    pub resamples: usize,
+    pub budgets_s: Vec<f64>,
+    pub human_rate_usd_per_hour: f64,
+}
+
+/// "Matched the reference" allows for rounding in the normalization.
+const REFERENCE_TOLERANCE: f64 = 1e-9;
+// Columns every stratum has, first.
+const FINAL_COLUMN: usize = 0;
+
+pub fn build_report(runs: &[Run], options: &ReportOptions) -> Report {
+    let longest_budget_s = runs.iter().map(|r| r.budget_s).fold(0.0, f64::max);
+    let mut report = Report {
+        schema: SCHEMA,
+        seed: options.seed,
+        resamples: options.resamples,
+        confidence: CONFIDENCE,
+        budgets_s: options.budgets_s.clone(),
+        human_rate_usd_per_hour: options.human_rate_usd_per_hour,
+        time_points_s: time_grid(longest_budget_s),
+        runs: runs.len(),
+        message: runs.is_empty().then(|| NO_RUNS.to_string()),
+        notes: Vec::new(),
+        summary: Vec::new(),
+        timeline: Vec::new(),
+        best_of_k: Vec::new(),
+        comparison: Vec::new(),
+        cost: Vec::new(),
+    };
+    let kinds: Vec<KindAnalysis> = RunKind::BOTH
+        .into_iter()
+        .filter_map(|kind| {
+            let of_kind: Vec<&Run> = runs.iter().filter(|r| r.kind == kind).collect();
+            (!of_kind.is_empty())
+                .then(|| KindAnalysis::new(kind, of_kind, &report.time_points_s, options))
+        })
+        .collect();
+    for kind in &kinds {
+        kind.summary_rows(&mut report.summary);
+        kind.timeline_rows(&report.time_points_s, &mut report.timeline);
+        for budget_s in &options.budgets_s {
+            report.best_of_k.push(kind.best_of_k_row(*budget_s));
+        }
+        kind.cost_rows(options.human_rate_usd_per_hour, &mut report.cost);
+    }
+    if let [humans, agents] = kinds.as_slice() {
+        for budget_s in &options.budgets_s {
+            report
+                .comparison
+                .push(comparison_row(humans, agents, *budget_s));
+        }
+    }
+    report.notes = notes(runs, &kinds, options.human_rate_usd_per_hour);
+    report
+}
+
+fn notes(runs: &[Run], kinds: &[KindAnalysis], human_rate: f64) -> Vec<String> {
+    let mut notes = Vec::new();
+    let without = runs.iter().filter(|r| r.final_score.is_none()).count();
+    if without == runs.len() && !runs.is_empty() {
+        notes.push(format!(
+            "no valid scores: none of the {without} runs has a valid score-log entry; they count as 0"
+        ));
+    } else if without > 0 {
+        notes.push(format!(
+            "{without} run(s) without a valid score count as 0 in means and shares"
+        ));
+    }
+    let hidden: BTreeSet<&str> = kinds
+        .iter()
+        .flat_map(|k| k.envs.iter().filter(|e| e.hidden))
+        .map(|e| e.environment.as_str())
+        .collect();
+    if !hidden.is_empty() {
+        let list: Vec<&str> = hidden.into_iter().collect();
+        notes.push(format!(
+            "hidden scores in {}: best-of-k uses a random run there",
+            list.join(", ")
+        ));
+    }
+    let no_cost = kinds.iter().all(|k| {
+        k.envs
+            .iter()
+            .flat_map(|e| e.runs.iter())
+            .all(|r| r.usage.events == 0)
+            && (k.kind == RunKind::Agent || human_rate <= 0.0)
+    });
+    if no_cost && !runs.is_empty() {
+        notes.push(
+            "no cost shown: agents reported no usage events and --human-rate is 0".to_string(),
+        );
+    }
+    let running = runs.iter().filter(|r| !r.ended).count();
+    if running > 0 {
+        notes.push(format!(
+            "{running} run(s) still in progress: counted with their score so far; over time only up to their active time"
+        ));
+    }
+    notes
+}
+
+/// The runs of one environment for one kind of participant.
+struct EnvPart<'a> {
+    environment: String,
+    hidden: bool,
+    runs: Vec<&'a Run>,
+    /// `(column, statistic)` of the mean at each time point (None: no run covers it).
+    timeline_slots: Vec<Option<(usize, usize)>>,
+    /// Per split run length (see `KindAnalysis::lengths`): the column, and the
+    /// statistic of each of that length's k's.
+    length_slots: Vec<Option<(usize, Vec<usize>)>>,
+}
+
+struct KindAnalysis<'a> {
+    kind: RunKind,
+    envs: Vec<EnvPart<'a>>,
+    /// Distinct split run lengths and the k's used with each.
+    lengths: Vec<(f64, Vec<u32>)>,
+    outcome: BootstrapOutcome,
+}
+
+impl<'a> KindAnalysis<'a> {
+    fn new(
+        kind: RunKind,
+        runs: Vec<&'a Run>,
+        time_points_s: &[f64],
+        options: &ReportOptions,
+    ) -> Self {
+        let mut by_env: BTreeMap<&str, Vec<&'a Run>> = BTreeMap::new();
+        for run in runs.iter().copied() {
+            by_env
+                .entry(run.environment.as_str())
+                .or_default()
+                .push(run);
+        }
+        let lengths = split_lengths(kind, &runs, &options.budgets_s);
+        let mut envs = Vec::new();
+        let mut strata = Vec::new();
+        for (environment, env_runs) in by_env {
+            let (part, columns) = lay_out_columns(environment, env_runs, time_points_s, &lengths);
+            let label = format!("{}/{}", kind.as_str(), environment);
+            strata.push(Stratum {
+                columns,
+                rng: labelled_rng(options.seed, &label),
+            });
+            envs.push(part);
+        }
+        let outcome = run_bootstrap(strata, options.resamples, Some(FINAL_COLUMN));
+        KindAnalysis {
+            kind,
+            envs,
+            lengths,
+            outcome,
+        }
+    }
+
+    fn sampled(&self, env: usize, column: usize, statistic: usize) -> &Sampled {
+        &self.outcome.strata[env][column][statistic]
+    }
+
+    fn summary_rows(&self, out: &mut Vec<SummaryRow>) {
+        for (index, env) in self.envs.iter().enumerate() {
+            let mean = estimate(self.sampled(index, FINAL_COLUMN, 0));
+            let median = estimate(self.sampled(index, FINAL_COLUMN, 1));
+            out.push(summary_row(
+                self.kind,
+                &env.environment,
+                &env.runs,
+                mean,
+                median,
+            ));
+        }
+        if let Some((mean, median)) = &self.outcome.pooled {
+            let all: Vec<&Run> = self.envs.iter().flat_map(|e| e.runs.clone()).collect();
+            out.push(summary_row(
+                self.kind,
+                OVERALL,
+                &all,
+                estimate(mean),
+                estimate(median),
+            ));
+        }
+    }
+
+    fn timeline_rows(&self, time_points_s: &[f64], out: &mut Vec<TimelineRow>) {
+        for (t_index, time_s) in time_points_s.iter().enumerate() {
+            let mut parts = Vec::new();
+            let mut runs = 0;
+            for (index, env) in self.envs.iter().enumerate() {
+                let Some((column, statistic)) = env.timeline_slots[t_index] else {
+                    continue;
+                };
+                let sampled = self.sampled(index, column, statistic);
+                let covering = env.runs.iter().filter(|r| r.covers(*time_s)).count();
+                runs += covering;
+                parts.push(sampled);
+                out.push(TimelineRow {
+                    kind: self.kind,
+                    environment: env.environment.clone(),
+                    time_s: *time_s,
+                    runs: covering,
+                    environments: 1,
+                    mean: estimate(sampled),
+                });
+            }
+            if let Some(average) = average_of(&parts) {
+                out.push(TimelineRow {
+                    kind: self.kind,
+                    environment: OVERALL.to_string(),
+                    time_s: *time_s,
+                    runs,
+                    environments: parts.len(),
+                    mean: estimate(&average),
+                });
+            }
+        }
+    }
+
+    /// score@k of one split averaged over `envs` (indices), with its samples.
+    fn split_estimate(&self, split: Split, envs: &[usize]) -> (SplitEstimate, Option<Sampled>) {
+        let length = self
+            .lengths
+            .iter()
+            .position(|(l, _)| *l == split.run_length_s);
+        let mut parts = Vec::new();
+        let mut missing = Vec::new();
+        let mut runs = 0;
+        for &index in envs {
+            let env = &self.envs[index];
+            let slot = length.and_then(|l| {
+                let (column, statistics) = env.length_slots[l].as_ref()?;
+                let k_index = self.lengths[l].1.iter().position(|k| *k == split.k)?;
+                Some((*column, *statistics.get(k_index)?))
+            });
+            match slot {
+                Some((column, statistic)) => {
+                    parts.push(self.sampled(index, column, statistic));
+                    runs += env
+                        .runs
+                        .iter()
+                        .filter(|r| r.covers(split.run_length_s))
+                        .count();
+                }
+                None => missing.push(env.environment.clone()),
+            }
+        }
+        let average = if missing.is_empty() {
+            average_of(&parts)
+        } else {
+            None
+        };
+        let row = SplitEstimate {
+            k: split.k,
+            run_length_s: split.run_length_s,
+            runs,
+            missing_environments: missing,
+            estimate: average.as_ref().map(estimate),
+        };
+        (row, average)
+    }
+
+    /// The best supported split of `budget_s` over `envs`, and every split tried.
+    fn best_split(
+        &self,
+        budget_s: f64,
+        envs: &[usize],
+    ) -> (Option<(SplitEstimate, Sampled)>, Vec<SplitEstimate>) {
+        let mut best: Option<(SplitEstimate, Sampled)> = None;
+        let mut all = Vec::new();
+        for split in self.splits_for(budget_s) {
+            let (row, samples) = self.split_estimate(split, envs);
+            if let (Some(estimate), Some(samples)) = (row.estimate, samples) {
+                // Ties go to the later split: fewer, longer runs.
+                let better = best.as_ref().is_none_or(|(_, b)| estimate.value >= b.point);
+                if better {
+                    best = Some((row.clone(), samples));
+                }
+            }
+            all.push(row);
+        }
+        (best, all)
+    }
+
+    fn splits_for(&self, budget_s: f64) -> Vec<Split> {
+        let budgets: Vec<f64> = self
+            .envs
+            .iter()
+            .flat_map(|e| e.runs.iter())
+            .map(|r| r.budget_s)
+            .collect();
+        candidate_splits(budget_s, &budgets, run_cap(self.kind))
+    }
+
+    fn best_of_k_row(&self, budget_s: f64) -> BestOfKRow {
+        let envs: Vec<usize> = (0..self.envs.len()).collect();
+        let (best, splits) = self.best_split(budget_s, &envs);
+        BestOfKRow {
+            kind: self.kind,
+            budget_s,
+            environments: self.envs.iter().map(|e| e.environment.clone()).collect(),
+            random_run_environments: self
+                .envs
+                .iter()
+                .filter(|e| e.hidden)
+                .map(|e| e.environment.clone())
+                .collect(),
+            best: best.map(|(row, _)| row),
+            splits,
+        }
+    }
+
+    fn env_index(&self, environment: &str) -> Option<usize> {
+        self.envs.iter().position(|e| e.environment == environment)
+    }
+
+    fn cost_rows(&self, human_rate: f64, out: &mut Vec<CostRow>) {
+        for env in &self.envs {
+            out.push(cost_row(self.kind, &env.environment, &env.runs, human_rate));
+        }
+        let all: Vec<&Run> = self.envs.iter().flat_map(|e| e.runs.clone()).collect();
+        out.push(cost_row(self.kind, OVERALL, &all, human_rate));
+    }
+}
+
+fn run_cap(kind: RunKind) -> Option<f64> {
+    (kind == RunKind::Human).then_some(HUMAN_RUN_CAP_S)
+}
+
+/// Distinct run lengths over every budget's candidate splits, with their k's.
+fn split_lengths(kind: RunKind, runs: &[&Run], budgets_s: &[f64]) -> Vec<(f64, Vec<u32>)> {
+    let run_budgets: Vec<f64> = runs.iter().map(|r| r.budget_s).collect();
+    let mut lengths: Vec<(f64, Vec<u32>)> = Vec::new();
+    for budget_s in budgets_s {
+        for split in candidate_splits(*budget_s, &run_budgets, run_cap(kind)) {
+            match lengths.iter_mut().find(|(l, _)| *l == split.run_length_s) {
+                Some((_, ks)) if ks.contains(&split.k) => {}
+                Some((_, ks)) => ks.push(split.k),
+                None => lengths.push((split.run_length_s, vec![split.k])),
+            }
+        }
+    }
+    lengths
+}
+
+/// The columns of one stratum. A quantity already laid out (same runs, same
+/// values: e.g. the score at 2 h and the 2-hour split) is bootstrapped once.
+#[derive(Default)]
+struct ColumnSet {
+    columns: Vec<Column>,
+}
+
+impl ColumnSet {
+    /// Adds `statistic` of a quantity; returns where it lands: `(column, statistic)`.
+    fn add(
+        &mut self,
+        members: Vec<usize>,
+        values: Vec<f64>,
+        statistic: Statistic,
+    ) -> (usize, usize) {
+        // The best of one run is a random run: the mean.
+        let statistic = match statistic {
+            Statistic::BestOfK(1) => Statistic::Mean,
+            other => other,
+        };
+        let existing = self
+            .columns
+            .iter()
+            .position(|c| c.members == members && c.values == values);
+        let column = existing.unwrap_or_else(|| {
+            self.columns.push(Column {
+                members,
+                values,
+                statistics: Vec::new(),
+            });
+            self.columns.len() - 1
+        });
+        let statistics = &mut self.columns[column].statistics;
+        let index = statistics
+            .iter()
+            .position(|s| *s == statistic)
+            .unwrap_or_else(|| {
+                statistics.push(statistic);
+                statistics.len() - 1
+            });
+        (column, index)
+    }
+}
+
+fn lay_out_columns<'a>(
+    environment: &str,
+    runs: Vec<&'a Run>,
+    time_points_s: &[f64],
+    lengths: &[(f64, Vec<u32>)],
+) -> (EnvPart<'a>, Vec<Column>) {
+    let hidden = runs.iter().any(|r| !r.visible);
+    let timelines: Vec<ScoreTimeline> = runs
+        .iter()
+        .map(|r| ScoreTimeline::from_scores(&r.scores, r.aggregate))
+        .collect();
+    let mut set = ColumnSet::default();
+    let all: Vec<usize> = (0..runs.len()).collect();
+    let finals: Vec<f64> = runs.iter().map(|r| r.final_or_zero()).collect();
+    // FINAL_COLUMN: mean, then median.
+    set.add(all.clone(), finals.clone(), Statistic::Mean);
+    set.add(all, finals, Statistic::Median);
+    // The score at active time t of every run covering t.
+    let at_time = |t: f64| -> Option<(Vec<usize>, Vec<f64>)> {
+        let members: Vec<usize> = (0..runs.len()).filter(|i| runs[*i].covers(t)).collect();
+        let values = members.iter().map(|i| timelines[*i].value_at(t)).collect();
+        (!members.is_empty()).then_some((members, values))
+    };
+    let timeline_slots = time_points_s
+        .iter()
+        .map(|t| {
+            let (members, values) = at_time(*t)?;
+            Some(set.add(members, values, Statistic::Mean))
+        })
+        .collect();
+    let length_slots = lengths
+        .iter()
+        .map(|(length, ks)| {
+            let (members, values) = at_time(*length)?;
+            let mut column = 0;
+            let statistics = ks
+                .iter()
+                .map(|k| {
+                    // Hidden scores: nobody can pick the best of k, so a random run.
+                    let statistic = if hidden {
+                        Statistic::Mean
+                    } else {
+                        Statistic::BestOfK(*k)
+                    };
+                    let (c, s) = set.add(members.clone(), values.clone(), statistic);
+                    column = c;
+                    s
+                })
+                .collect();
+            Some((column, statistics))
+        })
+        .collect();
+    let part = EnvPart {
+        environment: environment.to_string(),
+        hidden,
+        runs,
+        timeline_slots,
+        length_slots,
+    };
+    (part, set.columns)
+}
+
+fn estimate(sampled: &Sampled) -> Estimate {
+    Estimate::from_samples(sampled.point, &sampled.resamples)
+}
+
+/// The equal-weight average of environments, resample by resample.
+fn average_of(parts: &[&Sampled]) -> Option<Sampled> {
+    let first = parts.first()?;
+    let count = parts.len() as f64;
+    let point = parts.iter().map(|p| p.point).sum::<f64>() / count;
+    let resamples = (0..first.resamples.len())
+        .map(|b| parts.iter().map(|p| p.resamples[b]).sum::<f64>() / count)
+        .collect();
+    Some(Sampled { point, resamples })
+}
+
+fn summary_row(
+    kind: RunKind,
+    environment: &str,
+    runs: &[&Run],
+    mean: Estimate,
+    median: Estimate,
+) -> SummaryRow {
+    let count = runs.len();
+    let share = |pred: &dyn Fn(f64) -> bool| {
+        runs.iter().filter(|r| pred(r.final_or_zero())).count() as f64 / count.max(1) as f64
+    };
+    let participants: BTreeSet<&str> = runs.iter().map(|r| r.participant.as_str()).collect();
+    let scoring_attempts = runs.iter().map(|r| r.scoring_attempts()).sum();
+    let active_hours = runs.iter().map(|r| r.active_s).sum::<f64>() / 3600.0;
+    SummaryRow {
+        kind,
+        environment: environment.to_string(),
+        runs: count,
+        participants: participants.len(),
+        runs_without_valid_score: runs.iter().filter(|r| r.final_score.is_none()).count(),
+        mean,
+        median,
+        share_above_0: share(&|s| s > 0.0),
+        share_at_least_1: share(&|s| s >= 1.0 - REFERENCE_TOLERANCE),
+        best: runs.iter().filter_map(|r| r.final_score).reduce(f64::max),
+        scoring_attempts,
+        active_hours,
+        scores_per_hour: (active_hours > 0.0).then(|| scoring_attempts as f64 / active_hours),
+    }
+}
+
+fn cost_row(kind: RunKind, environment: &str, runs: &[&Run], human_rate: f64) -> CostRow {
+    let usage_events: usize = runs.iter().map(|r| r.usage.events).sum();
+    let active_hours = runs.iter().map(|r| r.active_s).sum::<f64>() / 3600.0;
+    let (source, total_usd) = match kind {
+        RunKind::Agent => (
+            "usage_events",
+            (usage_events > 0).then(|| runs.iter().map(|r| r.usage.cost_usd).sum::<f64>()),
+        ),
+        RunKind::Human => (
+            "hourly_rate",
+            (human_rate > 0.0).then_some(human_rate * active_hours),
+        ),
+    };
+    let score_points: f64 = runs.iter().map(|r| r.final_or_zero()).sum();
+    CostRow {
+        kind,
+        environment: environment.to_string(),
+        runs: runs.len(),
+        source,
+        total_usd,
+        per_run_usd: total_usd.map(|t| t / runs.len().max(1) as f64),
+        score_points,
+        per_score_point_usd: total_usd
+            .filter(|_| score_points > 0.0)
+            .map(|t| t / score_points),
+        usage_events,
+        tokens_in: runs.iter().map(|r| r.usage.tokens_in).sum(),
+        tokens_out: runs.iter().map(|r| r.usage.tokens_out).sum(),
+    }
+}
+
+fn comparison_row(humans: &KindAnalysis, agents: &KindAnalysis, budget_s: f64) -> ComparisonRow {
+    let common: Vec<String> = humans
+        .envs
+        .iter()
+        .map(|e| e.environment.clone())
+        .filter(|e| agents.env_index(e).is_some())
+        .collect();
+    let indices = |kind: &KindAnalysis| -> Vec<usize> {
+        common.iter().filter_map(|e| kind.env_index(e)).collect()
+    };
+    let (human, _) = if common.is_empty() {
+        (None, Vec::new())
+    } else {
+        humans.best_split(budget_s, &indices(humans))
+    };
+    let (agent, _) = if common.is_empty() {
+        (None, Vec::new())
+    } else {
+        agents.best_split(budget_s, &indices(agents))
+    };
+    let ratio = match (&human, &agent) {
+        (Some((_, h)), Some((_, a))) if h.point > 0.0 => Some(ratio_estimate(a, h)),
+        _ => None,
+    };
+    ComparisonRow {
+        budget_s,
+        environments: common,
+        human: human.map(|(row, _)| row),
+        agent: agent.map(|(row, _)| row),
+        ratio,
+    }
+}
+
+/// agent / human with a percentile interval over paired resamples (the two
+/// kinds are resampled independently, so pairing by index is a valid draw).
+fn ratio_estimate(agent: &Sampled, human: &Sampled) -> RatioEstimate {
+    let mut ratios: Vec<f64> = agent
+        .resamples
+        .iter()
+        .zip(&human.resamples)
+        .filter_map(|(a, h)| match (*a, *h) {
+            (_, h) if h > 0.0 => Some(a / h),
+            // 0/0 says nothing; x/0 is unbounded (kept at the top of the order).
+            (a, _) if a > 0.0 => Some(f64::MAX),
+            _ => None,
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    let tail = (1.0 - CONFIDENCE) / 2.0;
+    RatioEstimate {
+        value: agent.point / human.point,
+        ci_low: bounded_percentile(&ratios, tail),
+        ci_high: bounded_percentile(&ratios, 1.0 - tail),
+    }
+}
+
+/// A percentile of ascending values where `f64::MAX` stands for unbounded:
+/// `None` when the percentile reaches into the unbounded ones.
+fn bounded_percentile(sorted: &[f64], q: f64) -> Option<f64> {
+    let last = sorted.len().checked_sub(1)?;
+    let position = q * last as f64;
+    let (below, above) = (position.floor() as usize, position.ceil() as usize);
+    let touches_unbounded =
+        sorted[below] == f64::MAX || (above > below && sorted[above] == f64::MAX);
+    if touches_unbounded {
+        None
+    } else {
+        percentile(sorted, q)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::environment::normalize::Aggregate;
+    use crate::report::runs::{ScorePoint, UsageTotals};
+
+    const H: f64 = 3600.0;
+
+    fn run(environment: &str, kind: RunKind, budget_s: f64, log: &[(f64, f64)]) -> Run {
+        let scores: Vec<ScorePoint> = log
+            .iter()
+            .map(|(at, n)| ScorePoint {
+                active_s: *at,
+                normalized: Some(*n),
+                starting: *at == 0.0,
+            })
+            .collect();
+        Run {
+            id: format!("{environment}-{}", log.len()),
+            environment: environment.into(),
+            participant: "p".into(),
+            kind,
+            started_at: chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap_or_default(),
+            ended: true,
+            budget_s,
+            active_s: budget_s,
+            visible: true,
+            aggregate: Aggregate::Best,
+            final_score: crate::report::runs::aggregate_normalized(Aggregate::Best, &scores),
+            scores,
+            usage: UsageTotals::default(),
+        }
+    }
+
+    fn options(budgets_s: Vec<f64>) -> ReportOptions {
+        ReportOptions {
+            seed: 1,
+            resamples: 300,
+            budgets_s,
+            human_rate_usd_per_hour: 0.0,
+        }
+    }
+
+    #[test]
+    fn equal_runs_make_every_best_of_k_that_score_exactly() {
+        let runs: Vec<Run> = (0..5)
+            .map(|_| run("e", RunKind::Agent, 2.0 * H, &[(0.0, 0.0), (600.0, 0.4)]))
+            .collect();
+        let report = build_report(&runs, &options(vec![2.0 * H, 8.0 * H]));
+        for row in &report.best_of_k {
+            let best = row.best.as_ref().unwrap();
+            let e = best.estimate.unwrap();
+            assert_eq!((e.value, e.ci_low, e.ci_high), (0.4, 0.4, 0.4), "{row:?}");
+        }
+        // 8 h = 4 runs of 2 h (the only length the data has).
+        let eight = report
+            .best_of_k
+            .iter()
+            .find(|r| r.budget_s == 8.0 * H)
+            .unwrap();
+        assert_eq!(eight.best.as_ref().unwrap().k, 4);
+    }
+
+    #[test]
+    fn runs_in_progress_count_only_up_to_their_active_time() {
+        let mut live = run("e", RunKind::Human, 8.0 * H, &[(0.0, 0.0), (600.0, 0.9)]);
+        live.ended = false;
+        live.active_s = 1.5 * H;
+        let done = run("e", RunKind::Human, 8.0 * H, &[(0.0, 0.0), (3000.0, 0.3)]);
+        let report = build_report(&[live, done], &options(vec![2.0 * H]));
+        let at = |t: f64| {
+            report
+                .timeline
+                .iter()
+                .find(|r| r.environment == "e" && r.time_s == t)
+                .unwrap()
+        };
+        assert_eq!(at(H).runs, 2);
+        assert!((at(H).mean.value - 0.6).abs() < 1e-12);
+        assert_eq!(at(2.0 * H).runs, 1);
+        assert!((at(2.0 * H).mean.value - 0.3).abs() < 1e-12);
+        assert!(report.notes.iter().any(|n| n.contains("in progress")));
+    }
+
+    #[test]
+    fn hidden_environments_use_a_random_run_not_the_best_of_k() {
+        let mut runs: Vec<Run> = [0.0, 1.0]
+            .iter()
+            .map(|s| run("hidden", RunKind::Human, 8.0 * H, &[(0.0, 0.0), (60.0, *s)]))
+            .collect();
+        for r in &mut runs {
+            r.visible = false;
+        }
+        let report = build_report(&runs, &options(vec![32.0 * H]));
+        let row = &report.best_of_k[0];
+        assert_eq!(row.random_run_environments, vec!["hidden"]);
+        let best = row.best.as_ref().unwrap();
+        // Best of 4 would be 1 - (1/2)^4; a random run is the mean.
+        assert_eq!((best.k, best.estimate.unwrap().value), (4, 0.5));
+    }
+}

@@ -1,0 +1,268 @@
+//! `rebench report`: the expert baseline and the agent comparison, RE-Bench
+//! style, over the server's store or over `jsonl` export files.
+//!
+//! Pipeline: `runs` (load and filter) -> `analysis` (group, `bootstrap`,
+//! `timeline`, `best_of_k`, `stats`) -> `model::Report` -> `format`/`csv`
+//! (stdout) and `plot` (SVG). Definitions and field names: docs/report.md.
+
+pub mod analysis;
+pub mod best_of_k;
+pub mod bootstrap;
+pub mod csv;
+pub mod format;
+pub mod model;
+pub mod plot;
+pub mod runs;
+pub mod stats;
+pub mod timeline;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use chrono::{DateTime, NaiveDate, Utc};
+
+use crate::environment::duration::parse_duration;
+use crate::paths::DataPaths;
+
+pub use analysis::{ReportOptions, build_report};
+pub use format::{Format, render};
+pub use model::Report;
+pub use runs::{Run, RunFilter, RunKind, SessionRecord, load_export_files, parse_export};
+
+/// The default `--seed`: any fixed value makes reports reproducible.
+pub const DEFAULT_SEED: u64 = 2411_15114;
+
+/// `rebench report` options.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// Only these environments (repeatable, or comma-separated).
+    #[arg(long = "env", value_name = "ID", value_delimiter = ',')]
+    pub env: Vec<String>,
+    /// Only humans or only agents (default: both, reported separately).
+    #[arg(long, value_enum)]
+    pub kind: Option<RunKind>,
+    /// Only these participants (repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub participant: Vec<String>,
+    /// Only runs started at or after DATE (YYYY-MM-DD in UTC, or RFC 3339).
+    #[arg(long, value_name = "DATE", value_parser = parse_since)]
+    pub since: Option<DateTime<Utc>>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Also draw score over time and score@budget into an SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    /// Seed of the bootstrap's random streams.
+    #[arg(long, default_value_t = DEFAULT_SEED)]
+    pub seed: u64,
+    /// Bootstrap resamples per interval.
+    #[arg(long, default_value_t = 10_000, value_parser = parse_resamples)]
+    pub resamples: usize,
+    /// Total time budgets for score@budget (best of k runs of budget/k).
+    #[arg(
+        long,
+        value_name = "DURATIONS",
+        value_delimiter = ',',
+        default_value = "2h,8h,32h",
+        value_parser = parse_budget
+    )]
+    pub budgets: Vec<Duration>,
+    /// Cost of an hour of human work, for the cost table (0: human cost not shown).
+    #[arg(long, value_name = "USD_PER_HOUR", default_value_t = 0.0, value_parser = parse_rate)]
+    pub human_rate: f64,
+    /// Read `jsonl` session exports instead of the server's store.
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    pub from: Vec<PathBuf>,
+}
+
+impl ReportArgs {
+    pub fn filter(&self) -> RunFilter {
+        RunFilter {
+            environments: self.env.clone(),
+            kind: self.kind,
+            participants: self.participant.clone(),
+            since: self.since,
+        }
+    }
+
+    pub fn options(&self) -> ReportOptions {
+        ReportOptions {
+            seed: self.seed,
+            resamples: self.resamples,
+            budgets_s: self.budgets.iter().map(Duration::as_secs_f64).collect(),
+            human_rate_usd_per_hour: self.human_rate,
+        }
+    }
+}
+
+/// Runs `rebench report`; prints to stdout; returns the exit code.
+pub async fn run(args: ReportArgs, paths: &DataPaths) -> anyhow::Result<i32> {
+    let filter = args.filter();
+    let records = if args.from.is_empty() {
+        runs::load_from_server(paths, &filter).await?.1
+    } else {
+        load_export_files(&args.from)?
+    };
+    let report = report_from_records(&records, &filter, &args.options())?;
+    print!("{}", render(&report, args.format));
+    if let Some(path) = &args.plot {
+        plot::write_svg(&report, path)?;
+        eprintln!("rebench: wrote the plot to {}", path.display());
+    }
+    Ok(0)
+}
+
+/// The report over session records (from the server or export files), filtered.
+/// A session id seen twice (overlapping exports) counts once, as first read.
+pub fn report_from_records(
+    records: &[SessionRecord],
+    filter: &RunFilter,
+    options: &ReportOptions,
+) -> anyhow::Result<Report> {
+    let mut seen = HashSet::new();
+    let mut duplicates = 0;
+    let mut runs = Vec::new();
+    for record in records {
+        if !seen.insert(record.view.id.as_str()) {
+            duplicates += 1;
+            continue;
+        }
+        if !filter.matches(&record.view) {
+            continue;
+        }
+        if let Some(run) = Run::from_record(record)? {
+            runs.push(run);
+        }
+    }
+    let mut report = build_report(&runs, options);
+    if runs.is_empty() {
+        let started = records
+            .iter()
+            .filter(|r| r.view.started_at.is_some())
+            .count();
+        report.message = Some(match seen.len() {
+            0 => format!("{}: there are no sessions", model::NO_RUNS),
+            sessions => format!(
+                "{}: {sessions} session(s), {started} started, none matching the filters",
+                model::NO_RUNS
+            ),
+        });
+    }
+    if duplicates > 0 {
+        report.notes.push(format!(
+            "{duplicates} duplicate session record(s) ignored (same session id read twice)"
+        ));
+    }
+    Ok(report)
+}
+
+fn parse_since(text: &str) -> Result<DateTime<Utc>, String> {
+    if let Ok(date) = NaiveDate::parse_from_str(text, "%Y-%m-%d") {
+        return Ok(date.and_time(chrono::NaiveTime::MIN).and_utc());
+    }
+    DateTime::parse_from_rfc3339(text)
+        .map(|d| d.with_timezone(&Utc))
+        .map_err(|_| {
+            format!("invalid date {text:?} (expected YYYY-MM-DD or e.g. 2025-01-31T09:00:00Z)")
+        })
+}
+
+fn parse_resamples(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=10_000_000).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "invalid resample count {text:?} (expected 1 to 10000000)"
+        )),
+    }
+}
+
+fn parse_budget(text: &str) -> Result<Duration, String> {
+    let budget = parse_duration(text)?;
+    if budget.is_zero() {
+        return Err(format!("a budget must be longer than 0 (got {text:?})"));
+    }
+    Ok(budget)
+}
+
+fn parse_rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(rate) if rate.is_finite() && rate >= 0.0 => Ok(rate),
+        _ => Err(format!(
+            "invalid hourly rate {text:?} (expected a number of dollars, e.g. 120)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ReportArgs,
+    }
+
+    fn parse(line: &[&str]) -> Result<ReportArgs, clap::Error> {
+        let argv = std::iter::once("report").chain(line.iter().copied());
+        Cli::try_parse_from(argv).map(|c| c.args)
+    }
+
+    #[test]
+    fn defaults_match_the_benchmark() {
+        let args = parse(&[]).unwrap();
+        let options = args.options();
+        assert_eq!(options.budgets_s, vec![7200.0, 28800.0, 115200.0]);
+        assert_eq!(options.resamples, 10_000);
+        assert_eq!(options.seed, DEFAULT_SEED);
+        assert_eq!(options.human_rate_usd_per_hour, 0.0);
+        assert_eq!(args.format, Format::Table);
+        assert_eq!(args.filter(), RunFilter::default());
+    }
+
+    #[test]
+    fn flags_parse_and_bad_values_are_refused() {
+        let args = parse(&[
+            "--env",
+            "a,b",
+            "--env",
+            "c",
+            "--kind",
+            "agent",
+            "--participant",
+            "ann",
+            "--since",
+            "2025-02-01",
+            "--format",
+            "csv",
+            "--budgets",
+            "30m,1h30m",
+            "--human-rate",
+            "120",
+            "--from",
+            "x.jsonl",
+            "y.jsonl",
+        ])
+        .unwrap();
+        assert_eq!(args.env, vec!["a", "b", "c"]);
+        assert_eq!(args.kind, Some(RunKind::Agent));
+        assert_eq!(args.from.len(), 2);
+        assert_eq!(args.options().budgets_s, vec![1800.0, 5400.0]);
+        assert_eq!(
+            args.since.unwrap().to_rfc3339(),
+            "2025-02-01T00:00:00+00:00"
+        );
+        for bad in [
+            &["--budgets", "0s"][..],
+            &["--budgets", "2 hours"],
+            &["--resamples", "0"],
+            &["--human-rate", "-5"],
+            &["--since", "yesterday"],
+            &["--kind", "robot"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+}

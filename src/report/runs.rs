@@ -1,0 +1,326 @@
+//! Loading runs: from the server (admin client) or from `jsonl` export files,
+//! and turning a session view plus its events into the [`Run`] the report reads.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::client::Client;
+use crate::environment::normalize::Aggregate;
+use crate::paths::DataPaths;
+use crate::protocol::{Request, SessionView};
+
+/// Who did a run. Humans sort before agents in every table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum RunKind {
+    Human,
+    Agent,
+}
+
+impl RunKind {
+    pub const BOTH: [RunKind; 2] = [RunKind::Human, RunKind::Agent];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RunKind::Human => "human",
+            RunKind::Agent => "agent",
+        }
+    }
+
+    fn parse(text: &str) -> Option<RunKind> {
+        match text {
+            "human" => Some(RunKind::Human),
+            "agent" => Some(RunKind::Agent),
+            _ => None,
+        }
+    }
+}
+
+/// One entry of a run's score log, reduced to what the report needs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScorePoint {
+    /// Active time of the entry; the starting solution's entry is at 0.
+    pub active_s: f64,
+    /// `None` for an invalid entry (it gives no score).
+    pub normalized: Option<f64>,
+    /// The starting solution's score, taken by the system, not by the participant.
+    pub starting: bool,
+}
+
+/// A started session, as the report sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    pub id: String,
+    pub environment: String,
+    pub participant: String,
+    pub kind: RunKind,
+    pub started_at: DateTime<Utc>,
+    pub ended: bool,
+    pub budget_s: f64,
+    pub active_s: f64,
+    /// False when the environment hides scores from the participant (e.g. Scaling Law).
+    pub visible: bool,
+    pub aggregate: Aggregate,
+    pub scores: Vec<ScorePoint>,
+    /// The final normalized score per `aggregate`; `None` when no entry is valid.
+    pub final_score: Option<f64>,
+    pub usage: UsageTotals,
+}
+
+/// Summed `usage` events of a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct UsageTotals {
+    pub events: usize,
+    pub cost_usd: f64,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+}
+
+// Budgets and active times come from milliseconds; comparisons allow for rounding.
+const TIME_TOLERANCE_S: f64 = 1e-6;
+
+impl Run {
+    /// The final score used in means: a run with no valid entry counts as 0.
+    pub fn final_or_zero(&self) -> f64 {
+        self.final_score.unwrap_or(0.0)
+    }
+
+    /// Scoring-function runs the participant asked for (the starting score is not one).
+    pub fn scoring_attempts(&self) -> usize {
+        self.scores.iter().filter(|s| !s.starting).count()
+    }
+
+    /// Whether the run's score at active time `t` is known and comparable: its
+    /// budget reaches `t` (RE-Bench uses runs of budget >= t) and it either
+    /// ended (its score then stays at its final value) or has been active that long.
+    pub fn covers(&self, t_s: f64) -> bool {
+        self.budget_s + TIME_TOLERANCE_S >= t_s
+            && (self.ended || self.active_s + TIME_TOLERANCE_S >= t_s)
+    }
+}
+
+/// A session as stored or exported: its admin view and its raw event log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRecord {
+    pub view: SessionView,
+    /// Events as JSON, read leniently so newer event types never break a report.
+    pub events: Vec<Value>,
+}
+
+/// Which sessions a report covers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunFilter {
+    pub environments: Vec<String>,
+    pub kind: Option<RunKind>,
+    pub participants: Vec<String>,
+    pub since: Option<DateTime<Utc>>,
+}
+
+impl RunFilter {
+    /// Whether a session belongs to the report. Sessions that never started are no runs.
+    pub fn matches(&self, view: &SessionView) -> bool {
+        let Some(started_at) = view.started_at else {
+            return false;
+        };
+        (self.environments.is_empty() || self.environments.contains(&view.environment))
+            && self
+                .kind
+                .is_none_or(|kind| kind.as_str() == view.kind.as_str())
+            && (self.participants.is_empty() || self.participants.contains(&view.participant))
+            && self.since.is_none_or(|since| started_at >= since)
+    }
+}
+
+impl Run {
+    /// Builds a run from a session record; `Ok(None)` when it never started.
+    pub fn from_record(record: &SessionRecord) -> anyhow::Result<Option<Run>> {
+        let view = &record.view;
+        let Some(started_at) = view.started_at else {
+            return Ok(None);
+        };
+        let kind = RunKind::parse(&view.kind).with_context(|| {
+            format!(
+                "session {}: unknown kind {:?} (expected human or agent)",
+                view.id, view.kind
+            )
+        })?;
+        let aggregate: Aggregate = view
+            .aggregate
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("session {}: {e}", view.id))?;
+        let scores = match &view.scores {
+            Some(scores) => scores
+                .iter()
+                .map(|s| ScorePoint {
+                    active_s: if s.phase == "starting" {
+                        0.0
+                    } else {
+                        s.active_s
+                    },
+                    normalized: valid_normalized(s.valid, s.normalized),
+                    starting: s.phase == "starting",
+                })
+                .collect(),
+            // A listing view carries no scores; the event log has them all.
+            None => scores_from_events(&record.events),
+        };
+        let final_score = view
+            .final_score
+            .map(|f| f.normalized)
+            .filter(|n| n.is_finite())
+            .or_else(|| aggregate_normalized(aggregate, &scores));
+        Ok(Some(Run {
+            id: view.id.clone(),
+            environment: view.environment.clone(),
+            participant: view.participant.clone(),
+            kind,
+            started_at,
+            ended: view.state == "ended",
+            budget_s: view.budget_s,
+            active_s: view.active_s,
+            visible: view.visible,
+            aggregate,
+            scores,
+            final_score,
+            usage: usage_from_events(&record.events),
+        }))
+    }
+}
+
+fn valid_normalized(valid: Option<bool>, normalized: Option<f64>) -> Option<f64> {
+    normalized.filter(|n| valid == Some(true) && n.is_finite())
+}
+
+/// The final normalized score of valid entries in log order (best, or last).
+pub fn aggregate_normalized(aggregate: Aggregate, scores: &[ScorePoint]) -> Option<f64> {
+    let mut valid = scores.iter().filter_map(|s| s.normalized);
+    match aggregate {
+        Aggregate::Last => valid.next_back(),
+        Aggregate::Best => valid.reduce(f64::max),
+    }
+}
+
+fn scores_from_events(events: &[Value]) -> Vec<ScorePoint> {
+    events
+        .iter()
+        .filter(|e| e.get("type").and_then(Value::as_str) == Some("scored"))
+        .filter_map(|e| {
+            let entry = e.get("entry")?;
+            let starting = entry.get("phase").and_then(Value::as_str) == Some("starting");
+            let active_ms = e.get("active_ms").and_then(Value::as_f64).unwrap_or(0.0);
+            Some(ScorePoint {
+                active_s: if starting { 0.0 } else { active_ms / 1000.0 },
+                normalized: valid_normalized(
+                    entry.get("valid").and_then(Value::as_bool),
+                    entry.get("normalized").and_then(Value::as_f64),
+                ),
+                starting,
+            })
+        })
+        .collect()
+}
+
+fn usage_from_events(events: &[Value]) -> UsageTotals {
+    let mut totals = UsageTotals::default();
+    for event in events {
+        if event.get("type").and_then(Value::as_str) != Some("usage") {
+            continue;
+        }
+        totals.events += 1;
+        let cost = event.get("cost_usd").and_then(Value::as_f64).unwrap_or(0.0);
+        // A negative or non-finite cost is a client bug; it must not cancel real spend.
+        if cost.is_finite() && cost > 0.0 {
+            totals.cost_usd += cost;
+        }
+        let tokens = |field: &str| event.get(field).and_then(Value::as_u64).unwrap_or(0);
+        totals.tokens_in = totals.tokens_in.saturating_add(tokens("tokens_in"));
+        totals.tokens_out = totals.tokens_out.saturating_add(tokens("tokens_out"));
+    }
+    totals
+}
+
+/// Parses a `jsonl` export: a `session` record, then its `event` records;
+/// more sessions may follow. Other record kinds (terminal chunks) are skipped.
+pub fn parse_export(text: &str, origin: &str) -> anyhow::Result<Vec<SessionRecord>> {
+    let mut records: Vec<SessionRecord> = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let line_no = index + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value: Value = serde_json::from_str(line)
+            .with_context(|| format!("{origin}:{line_no}: not a JSON line"))?;
+        match value.get("record").and_then(Value::as_str) {
+            Some("session") => {
+                let session = value.get("session").cloned().unwrap_or(Value::Null);
+                let view: SessionView = serde_json::from_value(session).with_context(|| {
+                    format!("{origin}:{line_no}: the session record is not a session view")
+                })?;
+                records.push(SessionRecord {
+                    view,
+                    events: Vec::new(),
+                });
+            }
+            Some("event") => {
+                let Some(current) = records.last_mut() else {
+                    bail!("{origin}:{line_no}: an event record before any session record");
+                };
+                if let Some(event) = value.get("event") {
+                    current.events.push(event.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    if records.is_empty() {
+        bail!("{origin}: no session record (is it a rebench jsonl export?)");
+    }
+    Ok(records)
+}
+
+/// Reads export files given with `--from`.
+pub fn load_export_files(files: &[PathBuf]) -> anyhow::Result<Vec<SessionRecord>> {
+    let mut records = Vec::new();
+    for file in files {
+        records.extend(load_export_file(file)?);
+    }
+    Ok(records)
+}
+
+fn load_export_file(file: &Path) -> anyhow::Result<Vec<SessionRecord>> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    parse_export(&text, &file.display().to_string())
+}
+
+/// Fetches matching sessions from the data dir's server (which owns the store):
+/// the listing, then each session's full view and events.
+pub async fn load_from_server(
+    paths: &DataPaths,
+    filter: &RunFilter,
+) -> anyhow::Result<(usize, Vec<SessionRecord>)> {
+    let mut client = Client::connect_admin(paths, "rebench report").await?;
+    let listing: Vec<SessionView> = client.call(Request::ListSessions).await?;
+    let mut records = Vec::new();
+    for summary in listing.iter().filter(|v| filter.matches(v)) {
+        let session = summary.id.clone();
+        let view: SessionView = client
+            .call(Request::Show {
+                session: session.clone(),
+            })
+            .await
+            .with_context(|| format!("cannot show session {session}"))?;
+        let events: Vec<Value> = client
+            .call(Request::Events {
+                session: session.clone(),
+            })
+            .await
+            .with_context(|| format!("cannot read the events of session {session}"))?;
+        records.push(SessionRecord { view, events });
+    }
+    Ok((listing.len(), records))
+}

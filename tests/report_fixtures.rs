@@ -1,0 +1,598 @@
+//! `rebench report` over hand-made `jsonl` exports (tests/fixtures/report),
+//! against expectations worked out by hand from their score logs.
+//!
+//! The baseline set (budgets 8 h unless noted; scores are normalized):
+//! - kernel (visible, best):   human ann  0 @0, .2 @30m, .5 @1h30m, invalid @2h30m, .9 @5h33m20s
+//!   human bob  0 @0, .4 @10m, 1.2 @4h
+//!   agent a1   0 @0, .6 @15m, .7 @2h (usage $10 + $5)
+//!   agent a2   0 @0, .3 @1h (usage $3)
+//!   agent a4   2 h budget: 0 @0, .8 @50m (usage $2)
+//! - scaling (hidden, last): human cy 0 @0, .8 @1h, .5 @2h46m40s -> final .5
+//!   agent a3   0 @0, .2 @16m40s, .6 @33m20s (scores only in its events)
+//! - u1: never started (no run).
+
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
+use rebench::report::model::{BestOfKRow, OVERALL, Report, SummaryRow, TimelineRow};
+use rebench::report::{
+    Format, ReportArgs, ReportOptions, RunFilter, RunKind, load_export_files, render,
+    report_from_records,
+};
+
+const H: f64 = 3600.0;
+
+fn fixture_files(set: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/report")
+        .join(set);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+}
+
+fn options() -> ReportOptions {
+    ReportOptions {
+        seed: 7,
+        resamples: 2000,
+        budgets_s: vec![2.0 * H, 8.0 * H, 32.0 * H],
+        human_rate_usd_per_hour: 0.0,
+    }
+}
+
+fn report_of(set: &str, filter: &RunFilter, options: &ReportOptions) -> Report {
+    let records = load_export_files(&fixture_files(set)).unwrap();
+    report_from_records(&records, filter, options).unwrap()
+}
+
+fn baseline() -> Report {
+    report_of("baseline", &RunFilter::default(), &options())
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9
+}
+
+fn summary<'a>(report: &'a Report, kind: RunKind, env: &str) -> &'a SummaryRow {
+    report
+        .summary
+        .iter()
+        .find(|r| r.kind == kind && r.environment == env)
+        .unwrap_or_else(|| panic!("no summary row {kind:?} {env}"))
+}
+
+fn at<'a>(report: &'a Report, kind: RunKind, env: &str, time_s: f64) -> &'a TimelineRow {
+    report
+        .timeline
+        .iter()
+        .find(|r| r.kind == kind && r.environment == env && r.time_s == time_s)
+        .unwrap_or_else(|| panic!("no timeline row {kind:?} {env} {time_s}"))
+}
+
+fn budget(report: &Report, kind: RunKind, budget_s: f64) -> &BestOfKRow {
+    report
+        .best_of_k
+        .iter()
+        .find(|r| r.kind == kind && r.budget_s == budget_s)
+        .unwrap()
+}
+
+/// Value, k and run length of the best split.
+fn best(row: &BestOfKRow) -> (f64, u32, f64) {
+    let best = row.best.as_ref().expect("a supported split");
+    (best.estimate.unwrap().value, best.k, best.run_length_s)
+}
+
+#[test]
+fn fixture_events_are_real_event_log_entries() {
+    // Guards the hand-made fixtures against drifting from the real formats.
+    for file in fixture_files("baseline") {
+        for line in std::fs::read_to_string(&file).unwrap().lines() {
+            let value: serde_json::Value = serde_json::from_str(line).unwrap();
+            match value["record"].as_str() {
+                Some("session") => {
+                    serde_json::from_value::<rebench::protocol::SessionView>(
+                        value["session"].clone(),
+                    )
+                    .unwrap();
+                }
+                Some("event") => {
+                    serde_json::from_value::<rebench::session::Event>(value["event"].clone())
+                        .unwrap();
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+#[test]
+fn runs_are_started_sessions_and_final_scores_follow_the_aggregate() {
+    let report = baseline();
+    assert_eq!(report.runs, 7, "the unstarted session is no run");
+    let kernel = summary(&report, RunKind::Human, "kernel");
+    assert_eq!((kernel.runs, kernel.participants), (2, 2));
+    assert!(close(kernel.mean.value, 1.05) && close(kernel.median.value, 1.05));
+    assert!(close(kernel.share_above_0, 1.0) && close(kernel.share_at_least_1, 0.5));
+    assert_eq!(kernel.best, Some(1.2));
+    // ann asked 4 times (one invalid), bob twice; the starting scores are not theirs.
+    assert_eq!(kernel.scoring_attempts, 6);
+    assert!(close(kernel.active_hours, 16.0));
+    assert!(close(kernel.scores_per_hour.unwrap(), 6.0 / 16.0));
+    // Scaling Law: the last valid answer counts (.5), not the best (.8).
+    assert_eq!(summary(&report, RunKind::Human, "scaling").best, Some(0.5));
+    let humans = summary(&report, RunKind::Human, OVERALL);
+    assert_eq!((humans.runs, humans.participants), (3, 3));
+    assert!(close(humans.mean.value, 2.6 / 3.0) && close(humans.median.value, 0.9));
+    let agents = summary(&report, RunKind::Agent, "kernel");
+    assert_eq!((agents.runs, agents.participants), (3, 2));
+    assert!(close(agents.mean.value, 0.6) && close(agents.median.value, 0.7));
+    // a3's view has no scores: its final comes from the scored events.
+    assert_eq!(summary(&report, RunKind::Agent, "scaling").best, Some(0.6));
+}
+
+#[test]
+fn score_over_time_is_the_mean_of_exact_step_functions() {
+    let report = baseline();
+    assert_eq!(
+        report.time_points_s,
+        vec![900.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0]
+    );
+    let human = |env, t| at(&report, RunKind::Human, env, t).mean.value;
+    // ann .0/.2/.2/.5/.5/.9 and bob .4/.4/.4/.4/1.2/1.2 at 15m..8h.
+    let expected = [0.2, 0.3, 0.3, 0.45, 0.85, 1.05];
+    for (t, want) in report.time_points_s.iter().zip(expected) {
+        assert!(close(human("kernel", *t), want), "kernel at {t}");
+    }
+    // Overall: environments weigh equally (kernel .3, scaling .8 at 1 h).
+    assert!(close(human(OVERALL, H), 0.55));
+    assert_eq!(at(&report, RunKind::Human, OVERALL, H).environments, 2);
+    // a4 (2 h budget) counts up to 2 h and not after.
+    let agent = |t| at(&report, RunKind::Agent, "kernel", t);
+    assert_eq!(agent(2.0 * H).runs, 3);
+    assert!(close(agent(2.0 * H).mean.value, 0.6));
+    assert_eq!(agent(4.0 * H).runs, 2);
+    assert!(close(agent(4.0 * H).mean.value, 0.5));
+    let scaling = |t| at(&report, RunKind::Agent, "scaling", t).mean.value;
+    assert!(close(scaling(900.0), 0.0) && close(scaling(1800.0), 0.2) && close(scaling(H), 0.6));
+}
+
+#[test]
+fn best_of_k_matches_hand_derived_expectations() {
+    let report = baseline();
+    // Humans at 2 h: one run scored at 2 h; kernel (.5+.4)/2, scaling (hidden) .8.
+    let (value, k, length) = best(budget(&report, RunKind::Human, 2.0 * H));
+    assert!(
+        close(value, 0.625) && (k, length) == (1, 2.0 * H),
+        "{value}"
+    );
+    let (value, k, length) = best(budget(&report, RunKind::Human, 8.0 * H));
+    assert!(close(value, (1.05 + 0.5) / 2.0) && (k, length) == (1, 8.0 * H));
+    // Humans at 32 h: best of 4 eight-hour runs. kernel: 1.2 (15/16) + .9 (1/16);
+    // scaling is hidden, so a random run: .5.
+    let (value, k, length) = best(budget(&report, RunKind::Human, 32.0 * H));
+    assert!(close(value, (18.9 / 16.0 + 0.5) / 2.0), "{value}");
+    assert_eq!((k, length), (4, 8.0 * H));
+    assert!(
+        budget(&report, RunKind::Human, 32.0 * H)
+            .splits
+            .iter()
+            .all(|s| s.run_length_s <= 8.0 * H),
+        "humans never get 32-hour runs"
+    );
+    // Agents at 2 h: kernel (.7+.3+.8)/3, scaling .6.
+    let (value, k, _) = best(budget(&report, RunKind::Agent, 2.0 * H));
+    assert!(close(value, 0.6) && k == 1, "{value}");
+    // Agents at 8 h: 4 x 2 h beats 1 x 8 h. kernel best of 4 of {.3,.7,.8}:
+    // .8 (1-(2/3)^4) + .7 ((2/3)^4-(1/3)^4) + .3 (1/3)^4 = 62.8/81.
+    let row = budget(&report, RunKind::Agent, 8.0 * H);
+    let (value, k, length) = best(row);
+    assert!(close(value, (62.8 / 81.0 + 0.6) / 2.0), "{value}");
+    assert_eq!((k, length), (4, 2.0 * H));
+    let one_run = row.splits.iter().find(|s| s.k == 1).unwrap();
+    assert!(close(one_run.estimate.unwrap().value, (0.5 + 0.6) / 2.0));
+    assert_eq!(row.random_run_environments, vec!["scaling"]);
+    // Agents at 32 h: 16 x 2 h is best; 1 x 32 h has no runs.
+    let row = budget(&report, RunKind::Agent, 32.0 * H);
+    let p = |x: f64| x.powi(16);
+    let kernel16 =
+        0.8 * (1.0 - p(2.0 / 3.0)) + 0.7 * (p(2.0 / 3.0) - p(1.0 / 3.0)) + 0.3 * p(1.0 / 3.0);
+    let (value, k, _) = best(row);
+    assert!(close(value, (kernel16 + 0.6) / 2.0) && k == 16, "{value}");
+    let whole = row.splits.iter().find(|s| s.k == 1).unwrap();
+    assert!(whole.estimate.is_none());
+    assert_eq!(whole.missing_environments, vec!["kernel", "scaling"]);
+}
+
+#[test]
+fn agents_are_compared_with_humans_by_a_ratio_with_an_interval() {
+    let report = baseline();
+    let at_2h = report
+        .comparison
+        .iter()
+        .find(|c| c.budget_s == 2.0 * H)
+        .unwrap();
+    assert_eq!(at_2h.environments, vec!["kernel", "scaling"]);
+    let ratio = at_2h.ratio.unwrap();
+    assert!(close(ratio.value, 0.6 / 0.625), "{}", ratio.value);
+    let (low, high) = (ratio.ci_low.unwrap(), ratio.ci_high.unwrap());
+    assert!(low <= ratio.value && ratio.value <= high, "{low} {high}");
+}
+
+#[test]
+fn intervals_contain_the_estimates_and_are_reproducible_with_a_seed() {
+    let first = baseline();
+    for row in &first.summary {
+        for e in [row.mean, row.median] {
+            assert!(
+                e.ci_low <= e.value + 1e-12 && e.value <= e.ci_high + 1e-12,
+                "{row:?}"
+            );
+        }
+    }
+    for row in &first.timeline {
+        assert!(
+            row.mean.ci_low <= row.mean.value + 1e-12 && row.mean.value <= row.mean.ci_high + 1e-12
+        );
+    }
+    let json = |r: &Report| render(r, Format::Json);
+    assert_eq!(json(&first), json(&baseline()), "same seed, same report");
+    let other = report_of(
+        "baseline",
+        &RunFilter::default(),
+        &ReportOptions {
+            seed: 8,
+            ..options()
+        },
+    );
+    assert_ne!(json(&first), json(&other), "the seed drives the intervals");
+    // Point estimates never depend on the seed.
+    let means = |r: &Report| r.summary.iter().map(|s| s.mean.value).collect::<Vec<_>>();
+    assert_eq!(means(&first), means(&other));
+    // One environment's numbers do not move when another is filtered out.
+    let kernel_only = report_of(
+        "baseline",
+        &RunFilter {
+            environments: vec!["kernel".into()],
+            ..RunFilter::default()
+        },
+        &options(),
+    );
+    assert_eq!(
+        summary(&first, RunKind::Human, "kernel"),
+        summary(&kernel_only, RunKind::Human, "kernel")
+    );
+}
+
+#[test]
+fn cost_comes_from_usage_events_and_the_human_rate() {
+    let report = baseline();
+    let cost = |r: &Report, kind, env: &str| {
+        r.cost
+            .iter()
+            .find(|c| c.kind == kind && c.environment == env)
+            .unwrap()
+            .clone()
+    };
+    let kernel = cost(&report, RunKind::Agent, "kernel");
+    assert!(close(kernel.total_usd.unwrap(), 20.0));
+    assert!(close(kernel.per_run_usd.unwrap(), 20.0 / 3.0));
+    assert!(close(kernel.per_score_point_usd.unwrap(), 20.0 / 1.8));
+    assert_eq!(
+        (kernel.usage_events, kernel.tokens_in, kernel.tokens_out),
+        (4, 1900, 340)
+    );
+    assert_eq!(cost(&report, RunKind::Agent, "scaling").total_usd, None);
+    assert_eq!(cost(&report, RunKind::Human, "kernel").total_usd, None);
+    let paid = report_of(
+        "baseline",
+        &RunFilter::default(),
+        &ReportOptions {
+            human_rate_usd_per_hour: 100.0,
+            ..options()
+        },
+    );
+    let humans = cost(&paid, RunKind::Human, "kernel");
+    assert!(close(humans.total_usd.unwrap(), 1600.0));
+    assert!(close(humans.per_score_point_usd.unwrap(), 1600.0 / 2.1));
+}
+
+#[test]
+fn filters_select_runs() {
+    let with = |filter: RunFilter| report_of("baseline", &filter, &options()).runs;
+    let kind = |k| RunFilter {
+        kind: Some(k),
+        ..RunFilter::default()
+    };
+    assert_eq!(with(kind(RunKind::Human)), 3);
+    assert_eq!(with(kind(RunKind::Agent)), 4);
+    assert_eq!(
+        with(RunFilter {
+            participants: vec!["ann".into(), "agent-y".into()],
+            ..RunFilter::default()
+        }),
+        3
+    );
+    let since = chrono::DateTime::parse_from_rfc3339("2025-03-04T00:00:00Z")
+        .unwrap()
+        .to_utc();
+    assert_eq!(
+        with(RunFilter {
+            since: Some(since),
+            ..RunFilter::default()
+        }),
+        4
+    );
+    let humans_only = report_of("baseline", &kind(RunKind::Human), &options());
+    assert!(humans_only.comparison.is_empty());
+    assert!(humans_only.summary.iter().all(|r| r.kind == RunKind::Human));
+}
+
+#[test]
+fn csv_and_json_field_names_are_stable() {
+    let report = baseline();
+    let csv = render(&report, Format::Csv);
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "section,kind,environment,metric,time_s,k,run_length_s,runs,value,ci_low,ci_high"
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert!(rows.iter().all(|r| r.len() == 11));
+    let has = |section: &str, metric: &str| rows.iter().any(|r| r[0] == section && r[3] == metric);
+    for metric in [
+        "participants",
+        "runs_without_valid_score",
+        "mean",
+        "median",
+        "share_above_0",
+        "share_at_least_1",
+        "best",
+        "scoring_attempts",
+        "active_hours",
+        "scores_per_hour",
+    ] {
+        assert!(has("summary", metric), "{metric}");
+    }
+    assert!(has("timeline", "score_at_time"));
+    assert!(has("best_of_k", "score_at_budget") && has("best_of_k", "split_score"));
+    assert!(has("comparison", "score_at_budget") && has("comparison", "ratio"));
+    for metric in [
+        "total_usd",
+        "per_run_usd",
+        "per_score_point_usd",
+        "score_points",
+        "tokens_in",
+    ] {
+        assert!(has("cost", metric), "{metric}");
+    }
+    let human_kernel_mean = rows
+        .iter()
+        .find(|r| r[0] == "summary" && r[1] == "human" && r[2] == "kernel" && r[3] == "mean")
+        .unwrap();
+    assert_eq!(human_kernel_mean[7], "2");
+    assert!(close(human_kernel_mean[8].parse().unwrap(), 1.05));
+
+    let json: serde_json::Value = serde_json::from_str(&render(&report, Format::Json)).unwrap();
+    let keys = |v: &serde_json::Value| -> Vec<String> {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(
+        keys(&json),
+        [
+            "best_of_k",
+            "budgets_s",
+            "comparison",
+            "confidence",
+            "cost",
+            "human_rate_usd_per_hour",
+            "message",
+            "notes",
+            "resamples",
+            "runs",
+            "schema",
+            "seed",
+            "summary",
+            "time_points_s",
+            "timeline"
+        ]
+    );
+    assert_eq!(json["schema"], "rebench-report/1");
+    assert_eq!(
+        keys(&json["summary"][0]),
+        [
+            "active_hours",
+            "best",
+            "environment",
+            "kind",
+            "mean",
+            "median",
+            "participants",
+            "runs",
+            "runs_without_valid_score",
+            "scores_per_hour",
+            "scoring_attempts",
+            "share_above_0",
+            "share_at_least_1"
+        ]
+    );
+    assert_eq!(
+        keys(&json["summary"][0]["mean"]),
+        ["ci_high", "ci_low", "value"]
+    );
+    assert_eq!(
+        keys(&json["timeline"][0]),
+        [
+            "environment",
+            "environments",
+            "kind",
+            "mean",
+            "runs",
+            "time_s"
+        ]
+    );
+    assert_eq!(
+        keys(&json["best_of_k"][0]),
+        [
+            "best",
+            "budget_s",
+            "environments",
+            "kind",
+            "random_run_environments",
+            "splits"
+        ]
+    );
+    assert_eq!(
+        keys(&json["best_of_k"][0]["best"]),
+        [
+            "estimate",
+            "k",
+            "missing_environments",
+            "run_length_s",
+            "runs"
+        ]
+    );
+    assert_eq!(
+        keys(&json["comparison"][0]),
+        ["agent", "budget_s", "environments", "human", "ratio"]
+    );
+    assert_eq!(
+        keys(&json["comparison"][0]["ratio"]),
+        ["ci_high", "ci_low", "value"]
+    );
+    assert_eq!(
+        keys(&json["cost"][0]),
+        [
+            "environment",
+            "kind",
+            "per_run_usd",
+            "per_score_point_usd",
+            "runs",
+            "score_points",
+            "source",
+            "tokens_in",
+            "tokens_out",
+            "total_usd",
+            "usage_events"
+        ]
+    );
+}
+
+#[test]
+fn an_empty_store_says_no_runs_match() {
+    let report = report_from_records(&[], &RunFilter::default(), &options()).unwrap();
+    for format in [Format::Table, Format::Markdown] {
+        let text = render(&report, format);
+        assert!(text.contains("no runs match"), "{text}");
+        assert!(!text.contains("NaN"), "{text}");
+    }
+    let json: serde_json::Value = serde_json::from_str(&render(&report, Format::Json)).unwrap();
+    assert!(
+        json["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("no runs match")
+    );
+    assert_eq!(json["runs"], 0);
+    assert_eq!(json["summary"].as_array().unwrap().len(), 0);
+    assert_eq!(
+        render(&report, Format::Csv).lines().count(),
+        1,
+        "header only"
+    );
+    // Sessions exist but none matches.
+    let unmatched = report_of(
+        "baseline",
+        &RunFilter {
+            environments: vec!["no-such-env".into()],
+            ..RunFilter::default()
+        },
+        &options(),
+    );
+    let message = unmatched.message.unwrap();
+    assert!(
+        message.starts_with("no runs match") && message.contains("8 session"),
+        "{message}"
+    );
+}
+
+#[test]
+fn only_invalid_scores_count_as_zero_without_nan() {
+    let report = report_of("invalid", &RunFilter::default(), &options());
+    assert_eq!(report.runs, 2);
+    assert!(report.message.is_none());
+    for row in &report.summary {
+        assert_eq!(row.runs_without_valid_score, row.runs);
+        assert_eq!(
+            (row.mean.value, row.mean.ci_low, row.mean.ci_high),
+            (0.0, 0.0, 0.0)
+        );
+        assert_eq!(row.best, None);
+        assert_eq!(row.share_above_0, 0.0);
+    }
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.starts_with("no valid scores")),
+        "{:?}",
+        report.notes
+    );
+    for format in [Format::Table, Format::Markdown, Format::Csv, Format::Json] {
+        let text = render(&report, format);
+        assert!(
+            !text.contains("NaN") && !text.contains("inf"),
+            "{format:?}: {text}"
+        );
+    }
+    // Both kinds score 0: no ratio.
+    assert!(report.comparison.iter().all(|c| c.ratio.is_none()));
+}
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    report: ReportArgs,
+}
+
+#[tokio::test]
+async fn run_reads_export_files_and_writes_a_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("report.svg");
+    let mut argv = vec![
+        "report".to_string(),
+        "--resamples".into(),
+        "500".into(),
+        "--plot".into(),
+        plot.display().to_string(),
+        "--from".into(),
+    ];
+    argv.extend(
+        fixture_files("baseline")
+            .iter()
+            .map(|f| f.display().to_string()),
+    );
+    let args = Cli::try_parse_from(argv).unwrap().report;
+    // --from never touches the data dir (no server is started).
+    let paths = rebench::paths::DataPaths::new(dir.path().join("no-data"));
+    let code = rebench::report::run(args, &paths).await.unwrap();
+    assert_eq!(code, 0);
+    assert!(!dir.path().join("no-data").exists());
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("</svg>"));
+    for text in [
+        "Score over active time",
+        "score@budget",
+        "humans",
+        "agents",
+        "32h",
+    ] {
+        assert!(svg.contains(text), "the plot lacks {text:?}");
+    }
+    assert!(!svg.contains("NaN"));
+}
