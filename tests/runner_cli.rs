@@ -267,3 +267,34 @@ fn sessions_watch_prints_a_new_table_when_something_happens() {
     let _ = watcher.wait();
     assert!(seen, "the new session appears without polling");
 }
+
+#[test]
+fn an_unprepared_environment_is_refused_with_the_command_to_run() {
+    let (_d, env) = fixture_env(|t| {
+        t.replace("command = [\"sh\", \"{env}/score.sh\"]", "command = [\"sh\", \"-c\", \"echo '{\\\"raw\\\":' $(cat \\\"$REBENCH_PREPARED/answer\\\") '}'\"]")
+            + "\n[prepare]\ncommand = [\"sh\", \"-c\", \"echo 2.5 > \\\"$REBENCH_PREPARED/answer\\\"\"]\n"
+    });
+    let server = TestServer::start();
+    let out = server.cli(&["new", env.to_str().unwrap(), "--participant", "p"]);
+    assert!(!out.status.success());
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        msg.contains("not prepared") && msg.contains("rebench env prepare"),
+        "{msg}"
+    );
+    let out = server.cli(&["env", "prepare", env.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The scorer reads hidden data from the preparation, outside the workspace.
+    let id = new_session(&server, &env, &[]);
+    let show = json(&server.cli(&["show", &id, "--json"]));
+    assert_eq!(show["scores"][0]["raw"], 2.5, "{show}");
+    assert!(
+        !std::path::Path::new(show["workspace"].as_str().unwrap())
+            .join("answer")
+            .exists()
+    );
+}

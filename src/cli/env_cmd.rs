@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Subcommand;
 
 use crate::environment::duration::format_duration;
-use crate::environment::{Environment, ScoringPlan, discovery, files, hardware, validate};
+use crate::environment::{Environment, ScoringPlan, discovery, files, hardware, prepare, validate};
 use crate::paths::DataPaths;
 use crate::scoring::{OUTPUT_LIMIT, ScorerInvocation, run_scorer};
 
@@ -18,6 +18,12 @@ pub enum EnvCommand {
     Show { env: String },
     /// Check an environment folder; every problem is reported with file and field (exit 1).
     Validate { path: String },
+    /// Make everything a session needs on this machine (virtual environment, data, models).
+    Prepare {
+        env: String,
+        #[arg(long)]
+        profile: Option<String>,
+    },
     /// Measure `starting` and `reference` on this machine (scorer on the starting and reference solutions).
     Calibrate {
         env: String,
@@ -89,12 +95,29 @@ pub fn run(command: EnvCommand, paths: &DataPaths, json: bool) -> anyhow::Result
             }
             Ok(if problems.is_empty() { 0 } else { 1 })
         }
+        EnvCommand::Prepare { env, profile } => {
+            let env = discovery::resolve(&env, &search)?;
+            let mut out = std::io::stdout();
+            let prepared = prepare::prepare(&env, profile.as_deref(), &paths.root, &mut out)?;
+            if json {
+                println!("{}", serde_json::to_string(&prepared)?);
+            } else {
+                println!("{} is prepared in {}", env.id(), prepared.dir.display());
+            }
+            Ok(0)
+        }
         EnvCommand::Calibrate { env, profile, runs } => {
             let env = discovery::resolve(&env, &search)?;
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
-            runtime.block_on(calibrate(&env, profile.as_deref(), runs.max(1), json))
+            runtime.block_on(calibrate(
+                &env,
+                profile.as_deref(),
+                &paths.root,
+                runs.max(1),
+                json,
+            ))
         }
     }
 }
@@ -166,73 +189,83 @@ fn show(env: &Environment, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run_once(
-    env: &Environment,
-    plan: &ScoringPlan,
-    workspace: &Path,
-) -> crate::scoring::ScorerOutcome {
-    let invocation = ScorerInvocation {
-        argv: plan.argv(&env.dir, workspace),
-        cwd: workspace.to_path_buf(),
-        env: plan.scorer_env(&env.dir, workspace).into_iter().collect(),
-        env_remove: vec![],
-        timeout: plan.timeout,
-        output_limit: OUTPUT_LIMIT,
-    };
-    run_scorer(&invocation).await
+/// What one calibration scores with: the environment, its plan and its preparation.
+struct Scorer<'a> {
+    env: &'a Environment,
+    plan: &'a ScoringPlan,
+    prepared: &'a prepare::Prepared,
 }
 
-async fn measure(
-    env: &Environment,
-    plan: &ScoringPlan,
-    workspace: &Path,
-    runs: u32,
-    label: &str,
-    json: bool,
-) -> anyhow::Result<Option<f64>> {
-    let mut values = Vec::new();
-    for i in 1..=runs {
-        let outcome = run_once(env, plan, workspace).await;
-        if !json {
-            eprintln!(
-                "{label} run {i}/{runs}: {}",
-                if outcome.valid {
+impl Scorer<'_> {
+    async fn run_once(&self, workspace: &Path) -> crate::scoring::ScorerOutcome {
+        let mut env: Vec<(String, String)> = self
+            .plan
+            .scorer_env(&self.env.dir, workspace)
+            .into_iter()
+            .collect();
+        env.extend(
+            self.prepared
+                .scorer_env(std::env::var_os("PATH").as_deref()),
+        );
+        let invocation = ScorerInvocation {
+            argv: self.plan.argv(&self.env.dir, workspace),
+            cwd: workspace.to_path_buf(),
+            env,
+            env_remove: vec![],
+            timeout: self.plan.timeout,
+            output_limit: OUTPUT_LIMIT,
+        };
+        run_scorer(&invocation).await
+    }
+
+    /// The median valid raw value of `runs` runs, or None when none was valid.
+    async fn measure(&self, workspace: &Path, runs: u32, label: &str, json: bool) -> Option<f64> {
+        let mut values = Vec::new();
+        for i in 1..=runs {
+            let outcome = self.run_once(workspace).await;
+            if !json {
+                let shown = if outcome.valid {
                     format!("{:?}", outcome.raw.unwrap_or(f64::NAN))
                 } else {
                     format!("INVALID: {}", outcome.message)
-                }
-            );
+                };
+                eprintln!("{label} run {i}/{runs}: {shown}");
+            }
+            if let Some(raw) = outcome.raw.filter(|_| outcome.valid) {
+                values.push(raw);
+            }
         }
-        if let Some(raw) = outcome.raw.filter(|_| outcome.valid) {
-            values.push(raw);
-        }
+        values.sort_by(|a, b| a.total_cmp(b));
+        values.get(values.len() / 2).copied()
     }
-    values.sort_by(|a, b| a.total_cmp(b));
-    Ok(values
-        .get(values.len() / 2)
-        .copied()
-        .filter(|_| !values.is_empty()))
 }
 
 async fn calibrate(
     env: &Environment,
     profile: Option<&str>,
+    data_dir: &Path,
     runs: u32,
     json: bool,
 ) -> anyhow::Result<i32> {
     let plan = env.scoring(profile)?;
+    let prepared = prepare::check(env, profile, data_dir)?;
+    let scorer = Scorer {
+        env,
+        plan: &plan,
+        prepared: &prepared,
+    };
     let temp = tempdir()?;
     let starting_ws = temp.join("starting");
     files::copy_workspace(&env.workspace_dir(), &starting_ws)
         .context("copying the starting workspace")?;
-    let starting = measure(env, &plan, &starting_ws, runs, "starting", json).await?;
+    let starting = scorer.measure(&starting_ws, runs, "starting", json).await;
     let reference = match env.reference_dir() {
         Some(reference_dir) => {
             let reference_ws = temp.join("reference");
             files::copy_workspace(&env.workspace_dir(), &reference_ws)?;
             files::overlay(&reference_dir, &reference_ws)
                 .context("laying the reference solution over the workspace")?;
-            measure(env, &plan, &reference_ws, runs, "reference", json).await?
+            scorer.measure(&reference_ws, runs, "reference", json).await
         }
         None => None,
     };

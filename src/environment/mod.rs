@@ -164,6 +164,18 @@ impl Environment {
         HardwareRequirements::from(&self.manifest.hardware)
     }
 
+    /// The hardware a profile needs: its own `hardware` table, else `[hardware]`.
+    /// `None` means `default_profile`, as for `scoring`.
+    pub fn hardware_for(&self, profile: Option<&str>) -> HardwareRequirements {
+        let chosen = profile
+            .map(str::to_string)
+            .or_else(|| self.manifest.default_profile.clone());
+        chosen
+            .and_then(|name| self.manifest.profiles.get(&name))
+            .and_then(|p| p.hardware.as_ref())
+            .map_or_else(|| self.hardware(), HardwareRequirements::from)
+    }
+
     /// Names of the profiles in `[profiles]`, sorted.
     pub fn profile_names(&self) -> Vec<String> {
         self.manifest.profiles.keys().cloned().collect()

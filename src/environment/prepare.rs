@@ -27,7 +27,7 @@ const BASE: &str = "base";
 const VENV_MARKER: &str = ".rebench-venv";
 
 /// A preparation that is ready for sessions.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Prepared {
     /// `<data-dir>/prepared/<env-id>/<profile or "base">`; may not exist for
     /// an environment without `[prepare]`.

@@ -169,17 +169,25 @@ fn check_budget(m: &Manifest, report: &mut Report) {
 }
 
 fn check_hardware(m: &Manifest, report: &mut Report) {
-    let h = &m.hardware;
+    check_hardware_table("hardware", &m.hardware, report);
+    for (name, profile) in &m.profiles {
+        if let Some(h) = &profile.hardware {
+            check_hardware_table(&format!("profiles.{name}.hardware"), h, report);
+        }
+    }
+}
+
+fn check_hardware_table(prefix: &str, h: &super::manifest::Hardware, report: &mut Report) {
     let has_model = h.gpu_model.as_deref().is_some_and(|s| !s.trim().is_empty());
     if h.gpus > 0 && !has_model {
         report.add(
-            "hardware.gpu_model",
-            format!("required when hardware.gpus > 0 (gpus = {})", h.gpus),
+            &format!("{prefix}.gpu_model"),
+            format!("required when {prefix}.gpus > 0 (gpus = {})", h.gpus),
         );
     }
     if !h.memory_gb.is_finite() || h.memory_gb < 0.0 {
         report.add(
-            "hardware.memory_gb",
+            &format!("{prefix}.memory_gb"),
             format!("must be a number >= 0, got {}", h.memory_gb),
         );
     }

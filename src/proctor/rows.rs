@@ -226,14 +226,12 @@ impl View {
             "created" => 2,
             _ => 3,
         };
-        let by_f64 = |a: Option<f64>, b: Option<f64>| {
-            // Rows without a value go last either way round.
-            match (a, b) {
-                (Some(a), Some(b)) => a.total_cmp(&b),
-                (Some(_), None) => Ordering::Less,
-                (None, Some(_)) => Ordering::Greater,
-                (None, None) => Ordering::Equal,
-            }
+        // Highest first; rows without a value go last.
+        let highest_first = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => b.total_cmp(&a),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (None, None) => Ordering::Equal,
         };
         rows.sort_by(|a, b| {
             let primary = match self.sort {
@@ -248,8 +246,8 @@ impl View {
                 SortKey::State => state_rank(&a.state).cmp(&state_rank(&b.state)),
                 SortKey::Remaining => a.remaining_s.total_cmp(&b.remaining_s),
                 // Best first, most idle first: what a proctor looks for.
-                SortKey::Best => by_f64(b.best, a.best),
-                SortKey::Idle => by_f64(b.idle_s, a.idle_s),
+                SortKey::Best => highest_first(a.best, b.best),
+                SortKey::Idle => highest_first(a.idle_s, b.idle_s),
             };
             let primary = if self.descending {
                 primary.reverse()
@@ -353,7 +351,7 @@ mod tests {
             descending: true,
             ..View::default()
         };
-        assert_eq!(ids(&table(&fleet, &view, &limits, now)), ["c3", "d4"]);
+        assert_eq!(ids(&table(&fleet, &view, &limits, now)), ["d4", "c3"]);
         view = View {
             search: "AR".into(),
             ..View::default()

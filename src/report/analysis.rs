@@ -66,11 +66,16 @@ pub fn build_report(runs: &[Run], options: &ReportOptions) -> Report {
                 .push(comparison_row(humans, agents, *budget_s));
         }
     }
-    report.notes = notes(runs, &kinds, options.human_rate_usd_per_hour);
+    report.notes = notes(runs, &kinds);
+    if !runs.is_empty() && report.cost.iter().all(|c| c.total_usd.is_none()) {
+        report.notes.push(
+            "no cost shown: agents reported no usage events and --human-rate is 0".to_string(),
+        );
+    }
     report
 }
 
-fn notes(runs: &[Run], kinds: &[KindAnalysis], human_rate: f64) -> Vec<String> {
+fn notes(runs: &[Run], kinds: &[KindAnalysis]) -> Vec<String> {
     let mut notes = Vec::new();
     let without = runs.iter().filter(|r| r.final_score.is_none()).count();
     if without == runs.len() && !runs.is_empty() {
@@ -93,18 +98,6 @@ fn notes(runs: &[Run], kinds: &[KindAnalysis], human_rate: f64) -> Vec<String> {
             "hidden scores in {}: best-of-k uses a random run there",
             list.join(", ")
         ));
-    }
-    let no_cost = kinds.iter().all(|k| {
-        k.envs
-            .iter()
-            .flat_map(|e| e.runs.iter())
-            .all(|r| r.usage.events == 0)
-            && (k.kind == RunKind::Agent || human_rate <= 0.0)
-    });
-    if no_cost && !runs.is_empty() {
-        notes.push(
-            "no cost shown: agents reported no usage events and --human-rate is 0".to_string(),
-        );
     }
     let running = runs.iter().filter(|r| !r.ended).count();
     if running > 0 {

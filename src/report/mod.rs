@@ -106,6 +106,10 @@ pub async fn run(args: ReportArgs, paths: &DataPaths) -> anyhow::Result<i32> {
     };
     let report = report_from_records(&records, &filter, &args.options())?;
     print!("{}", render(&report, args.format));
+    if let (Some(message), Format::Csv) = (&report.message, args.format) {
+        // CSV has no place for it; the other formats carry it.
+        eprintln!("rebench: {message}");
+    }
     if let Some(path) = &args.plot {
         plot::write_svg(&report, path)?;
         eprintln!("rebench: wrote the plot to {}", path.display());

@@ -8,7 +8,7 @@ use std::time::Duration;
 use chrono::Utc;
 use tokio::sync::broadcast;
 
-use crate::environment::{Environment, files, hardware};
+use crate::environment::{Environment, files, hardware, prepare};
 use crate::paths::DataPaths;
 use crate::protocol::{Audience, CreateSession, ErrorCode, ExecReply, ScoreView, SessionView};
 use crate::sandbox::exec::{ExecSpec, exec};
@@ -162,7 +162,10 @@ impl Hub {
         let plan = env
             .scoring(req.profile.as_deref())
             .map_err(|e| OpError::new(ErrorCode::Refused, e.to_string()))?;
-        let missing = hardware::missing(&env.hardware(), &hardware::HardwareInfo::detect());
+        let missing = hardware::missing(
+            &env.hardware_for(req.profile.as_deref()),
+            &hardware::HardwareInfo::detect(),
+        );
         if !missing.is_empty() && !req.allow_missing_hardware {
             return Err(OpError::new(
                 ErrorCode::Refused,
@@ -173,6 +176,14 @@ impl Hub {
                 ),
             ));
         }
+        let prepared =
+            prepare::check(&env, req.profile.as_deref(), &self.paths.root).map_err(|e| {
+                if e.needs_prepare() {
+                    OpError::new(ErrorCode::Refused, e.to_string())
+                } else {
+                    OpError::internal(e)
+                }
+            })?;
         let budget_ms = match req.budget_s {
             Some(0) => {
                 return Err(OpError::new(
@@ -217,6 +228,7 @@ impl Hub {
             scoring: plan,
             token: new_secret(),
             sandbox_tag: new_secret(),
+            prepared: Some(prepared),
         };
         let first = Event {
             seq: 0,
@@ -714,6 +726,15 @@ impl Hub {
         if let Some(bin) = &self.bin_dir {
             path = format!("{}:{path}", bin.display());
         }
+        // The environment's virtual environment comes first (its python, its pip).
+        let mut venv = Vec::new();
+        if let Some(prepared) = &host.meta.prepared {
+            venv = prepared.session_env(Some(std::ffi::OsStr::new(&path)));
+            if let Some((_, p)) = venv.iter().find(|(k, _)| k == "PATH") {
+                path = p.clone();
+            }
+            venv.retain(|(k, _)| k != "PATH");
+        }
         vec![
             (
                 "REBENCH_SOCKET".into(),
@@ -726,6 +747,9 @@ impl Hub {
             ("PATH".into(), path),
             ("TERM".into(), "xterm-256color".into()),
         ]
+        .into_iter()
+        .chain(venv)
+        .collect()
     }
 
     // ----- agents ---------------------------------------------------------

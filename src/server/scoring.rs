@@ -12,6 +12,21 @@ const SANDBOX_VARS: [&str; 4] = [
     "REBENCH_SESSION",
 ];
 
+/// The scorer's variables: the protocol's three, the profile's, and the
+/// environment's preparation (its venv first on PATH, `REBENCH_PREPARED`).
+pub fn scorer_env(meta: &SessionMeta) -> Vec<(String, String)> {
+    let mut vars: Vec<(String, String)> = meta
+        .scoring
+        .scorer_env(&meta.env_dir, &meta.workspace)
+        .into_iter()
+        .collect();
+    if let Some(prepared) = &meta.prepared {
+        let path = std::env::var_os("PATH");
+        vars.extend(prepared.scorer_env(path.as_deref()));
+    }
+    vars
+}
+
 /// Runs the session's scorer on its workspace and builds the entry. Never fails:
 /// every problem becomes an invalid entry that says why.
 pub async fn take_score(
@@ -41,10 +56,7 @@ pub async fn take_score(
     let invocation = ScorerInvocation {
         argv: plan.argv(&meta.env_dir, &meta.workspace),
         cwd: meta.workspace.clone(),
-        env: plan
-            .scorer_env(&meta.env_dir, &meta.workspace)
-            .into_iter()
-            .collect(),
+        env: scorer_env(meta),
         env_remove: SANDBOX_VARS.iter().map(|v| v.to_string()).collect(),
         timeout: plan.timeout,
         output_limit: OUTPUT_LIMIT,

@@ -65,4 +65,7 @@ pub struct SessionMeta {
     pub token: String,
     /// Marker inherited by every process of the session (see `sandbox`).
     pub sandbox_tag: String,
+    /// The environment's preparation on this machine (venv, hidden data).
+    #[serde(default)]
+    pub prepared: Option<crate::environment::prepare::Prepared>,
 }

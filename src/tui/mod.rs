@@ -16,7 +16,7 @@ pub mod prefix;
 mod replies;
 mod runtime;
 pub mod shell_tab;
-mod terminal;
+pub mod terminal;
 pub mod theme;
 pub mod ui;
 mod update;

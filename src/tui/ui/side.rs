@@ -149,7 +149,8 @@ fn draw_summary(
     frame.render_widget(Paragraph::new(lines), area);
 }
 
-fn draw_chart(
+/// The normalized score over active time (also drawn by the proctor's detail view).
+pub fn draw_chart(
     theme: &Theme,
     view: &SessionView,
     scores: &[ScoreView],
