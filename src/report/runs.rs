@@ -324,3 +324,77 @@ pub async fn load_from_server(
     }
     Ok((listing.len(), records))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session_line(id: &str) -> String {
+        serde_json::json!({"record": "session", "session": {
+            "id": id, "environment": "e", "title": "E", "profile": null, "participant": "p",
+            "kind": "agent", "state": "ended", "pause_reason": null, "end_reason": "submitted",
+            "workspace": "/w", "budget_s": 60.0, "active_s": 60.0, "remaining_s": 0.0,
+            "created_at": "2025-01-01T00:00:00Z", "started_at": "2025-01-01T00:00:00Z",
+            "ended_at": "2025-01-01T00:01:00Z", "metric": "m", "unit": "", "visible": true,
+            "aggregate": "best", "allow_missing_hardware": false, "hardware_missing": [],
+            "pauses": [], "extensions": [], "notes": [], "score_count": 0, "final": null
+        }})
+        .to_string()
+    }
+
+    #[test]
+    fn exports_may_hold_several_sessions_and_unknown_records() {
+        let usage = r#"{"record":"event","event":{"seq":1,"at":"2025-01-01T00:00:10Z","active_ms":10000,"type":"usage","tokens_in":5,"tokens_out":2,"cost_usd":1.5}}"#;
+        let future = r#"{"record":"event","event":{"seq":2,"at":"2025-01-01T00:00:11Z","active_ms":11000,"type":"teleported"}}"#;
+        let chunk = r#"{"record":"chunk","shell":1,"chunk":{}}"#;
+        let text = [
+            session_line("a"),
+            usage.into(),
+            chunk.into(),
+            future.into(),
+            String::new(),
+            session_line("b"),
+        ]
+        .join("\n");
+        let records = parse_export(&text, "x.jsonl").unwrap();
+        assert_eq!(records.len(), 2);
+        assert_eq!(records[0].events.len(), 2);
+        let run = Run::from_record(&records[0]).unwrap().unwrap();
+        assert_eq!(run.usage.cost_usd, 1.5);
+        assert_eq!((run.usage.tokens_in, run.usage.tokens_out), (5, 2));
+        assert_eq!(run.final_score, None);
+        assert!(records[1].events.is_empty());
+    }
+
+    #[test]
+    fn broken_exports_say_where() {
+        let event = r#"{"record":"event","event":{}}"#;
+        let err = parse_export(event, "x.jsonl").unwrap_err().to_string();
+        assert!(
+            err.contains("x.jsonl:1") && err.contains("before any session"),
+            "{err}"
+        );
+        let err = parse_export(&format!("{}\n{{oops", session_line("a")), "y.jsonl")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("y.jsonl:2"), "{err}");
+        let err = parse_export(r#"{"record":"session","session":{}}"#, "z.jsonl")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("z.jsonl:1"), "{err}");
+        let err = parse_export("", "empty.jsonl").unwrap_err().to_string();
+        assert!(err.contains("no session record"), "{err}");
+    }
+
+    #[test]
+    fn unknown_kinds_are_refused_and_unstarted_sessions_are_no_runs() {
+        let mut record = parse_export(&session_line("a"), "x").unwrap().remove(0);
+        record.view.kind = "robot".into();
+        let err = Run::from_record(&record).unwrap_err().to_string();
+        assert!(err.contains("robot"), "{err}");
+        record.view.kind = "human".into();
+        record.view.started_at = None;
+        assert_eq!(Run::from_record(&record).unwrap(), None);
+        assert!(!RunFilter::default().matches(&record.view));
+    }
+}
