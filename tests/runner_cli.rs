@@ -272,7 +272,7 @@ fn sessions_watch_prints_a_new_table_when_something_happens() {
 fn an_unprepared_environment_is_refused_with_the_command_to_run() {
     let (_d, env) = fixture_env(|t| {
         t.replace("command = [\"sh\", \"{env}/score.sh\"]", "command = [\"sh\", \"-c\", \"echo '{\\\"raw\\\":' $(cat \\\"$REBENCH_PREPARED/answer\\\") '}'\"]")
-            + "\n[prepare]\ncommand = [\"sh\", \"-c\", \"echo 2.5 > \\\"$REBENCH_PREPARED/answer\\\"\"]\n"
+            + "\n[prepare]\ncommand = [\"sh\", \"-c\", \"echo 2.5 > \\\"$REBENCH_PREPARED/answer\\\"; mkdir -p \\\"$REBENCH_PREPARED/workspace\\\"; echo weights > \\\"$REBENCH_PREPARED/workspace/model.bin\\\"\"]\n"
     });
     let server = TestServer::start();
     let out = server.cli(&["new", env.to_str().unwrap(), "--participant", "p"]);

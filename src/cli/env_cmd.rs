@@ -256,13 +256,13 @@ async fn calibrate(
     };
     let temp = tempdir()?;
     let starting_ws = temp.join("starting");
-    files::copy_workspace(&env.workspace_dir(), &starting_ws)
+    files::assemble_workspace(&env.workspace_dir(), Some(&prepared.dir), &starting_ws)
         .context("copying the starting workspace")?;
     let starting = scorer.measure(&starting_ws, runs, "starting", json).await;
     let reference = match env.reference_dir() {
         Some(reference_dir) => {
             let reference_ws = temp.join("reference");
-            files::copy_workspace(&env.workspace_dir(), &reference_ws)?;
+            files::assemble_workspace(&env.workspace_dir(), Some(&prepared.dir), &reference_ws)?;
             files::overlay(&reference_dir, &reference_ws)
                 .context("laying the reference solution over the workspace")?;
             scorer.measure(&reference_ws, runs, "reference", json).await

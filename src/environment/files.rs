@@ -30,6 +30,27 @@ pub fn copy_workspace(src: &Path, dst: &Path) -> io::Result<()> {
     copy_tree(src, dst)
 }
 
+/// Where a preparation keeps files that belong in every session's workspace
+/// (e.g. models trained by `prepare`); the rest of the preparation stays hidden.
+pub const PREPARED_WORKSPACE: &str = "workspace";
+
+/// A session's starting workspace: the environment's `workspace/`, then the
+/// preparation's `workspace/` files (if any) laid over it.
+pub fn assemble_workspace(
+    starting: &Path,
+    prepared_dir: Option<&Path>,
+    dst: &Path,
+) -> io::Result<()> {
+    copy_workspace(starting, dst)?;
+    if let Some(extra) = prepared_dir
+        .map(|d| d.join(PREPARED_WORKSPACE))
+        .filter(|d| d.is_dir())
+    {
+        overlay(&extra, dst)?;
+    }
+    Ok(())
+}
+
 /// Copies every file under `src` onto `dst`, creating folders as needed and
 /// replacing files that are already there. Files only in `dst` are kept.
 pub fn overlay(src: &Path, dst: &Path) -> io::Result<()> {

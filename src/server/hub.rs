@@ -198,15 +198,18 @@ impl Hub {
         let workspace = self.paths.workspace(&id);
         let source = env.workspace_dir();
         let ws = workspace.clone();
-        tokio::task::spawn_blocking(move || files::copy_workspace(&source, &ws))
-            .await
-            .map_err(OpError::internal)?
-            .map_err(|e| {
-                OpError::internal(format!(
-                    "could not copy the workspace to {}: {e}",
-                    workspace.display()
-                ))
-            })?;
+        let prepared_dir = prepared.dir.clone();
+        tokio::task::spawn_blocking(move || {
+            files::assemble_workspace(&source, Some(&prepared_dir), &ws)
+        })
+        .await
+        .map_err(OpError::internal)?
+        .map_err(|e| {
+            OpError::internal(format!(
+                "could not copy the workspace to {}: {e}",
+                workspace.display()
+            ))
+        })?;
         let protected =
             protected::hash_files(&workspace, &plan.protected).map_err(OpError::internal)?;
         let meta = SessionMeta {
