@@ -141,6 +141,8 @@ pub struct App {
     pub loaded: bool,
     /// The fleet changed since the rows were computed.
     pub stale: bool,
+    /// The time signature at the last tick.
+    pub signature: (String, bool),
     /// Redraw needed.
     pub dirty: bool,
 }
@@ -169,6 +171,7 @@ impl App {
             area: Rect::default(),
             loaded: false,
             stale: false,
+            signature: (String::new(), false),
             dirty: true,
         }
     }
@@ -210,11 +213,16 @@ impl App {
                 .then(a.alert.kind.cmp(&b.alert.kind))
                 .then(a.participant.cmp(&b.participant))
         });
+        let rows = rows::select(all, &self.view);
+        // Redraw only when what is shown changed (ticks often change nothing).
+        if rows != self.rows || list != self.alert_list {
+            self.dirty = true;
+        }
         self.alert_list = list;
         self.alert_selected = self
             .alert_selected
             .min(self.alert_list.len().saturating_sub(1));
-        self.rows = rows::select(all, &self.view);
+        self.rows = rows;
         let still_there = self
             .selected
             .as_ref()
@@ -222,7 +230,17 @@ impl App {
         if !still_there {
             self.selected = self.rows.first().map(|r| r.id.clone());
         }
-        self.dirty = true;
+    }
+
+    /// What the screen shows that depends on the time alone, beside the
+    /// rows: the header clock (minutes) and whether a notice is up.
+    pub fn time_signature(&self) -> (String, bool) {
+        (self.clock_minute(self.now), self.visible_notice().is_some())
+    }
+
+    /// The header clock (`14:03`).
+    pub fn clock_minute(&self, at: DateTime<Utc>) -> String {
+        at.with_timezone(&self.tz).format("%H:%M").to_string()
     }
 
     pub fn ack_key(session: &str, alert: &Alert) -> (String, AlertKind, i64) {

@@ -9,16 +9,21 @@
 //! out), `ui` (drawing, pure), `access`/`connection`/`runtime` (the admin
 //! socket and the event loop). See docs/proctor.md.
 
+pub mod access;
 pub mod alerts;
 pub mod app;
+pub mod connection;
 pub mod detail;
 pub mod dialog;
 pub mod mirror;
 pub mod model;
 mod replies;
 pub mod rows;
+mod runtime;
+pub mod sample;
 pub mod settings;
 mod update;
+pub mod ui;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ProctorArgs {
@@ -33,6 +38,42 @@ pub struct ProctorArgs {
     pub name: Option<String>,
 }
 
-pub async fn run(_args: ProctorArgs, _paths: &crate::paths::DataPaths) -> anyhow::Result<i32> {
-    anyhow::bail!("rebench proctor is not built yet")
+/// Opens the dashboard in this terminal; returns the exit code.
+pub async fn run(args: ProctorArgs, paths: &crate::paths::DataPaths) -> anyhow::Result<i32> {
+    // Everything that can fail is checked before the terminal is taken over.
+    let limits = settings::Thresholds::parse(&args.idle_after, &args.paused_after)
+        .map_err(anyhow::Error::msg)?;
+    let name = proctor_name(args.name.as_deref());
+    let me = format!("{name} (proctor)");
+    let client = access::connect_admin(paths, &me).await?;
+    let (conn, server) = connection::Connection::start(client);
+    let theme = crate::tui::theme::Theme::from_env();
+    let mut app = app::App::new(&me, limits, theme, chrono::Utc::now());
+    app.tz = *chrono::Local::now().offset();
+    let ending = {
+        let (_guard, terminal) = crate::tui::terminal::TerminalGuard::enter(false)?;
+        runtime::run(terminal, app, conn, server).await
+    };
+    // The terminal is restored here: now it is safe to print.
+    match ending? {
+        runtime::Ending::App(app::Exit::Quit) => Ok(0),
+        runtime::Ending::App(app::Exit::Lost(why)) => {
+            eprintln!("rebench proctor: {why}");
+            eprintln!("The sessions go on on the server; run `rebench proctor` again to reconnect.");
+            Ok(1)
+        }
+        runtime::Ending::Signal(name) => {
+            eprintln!("rebench proctor: {name}; the dashboard closed (the sessions go on).");
+            Ok(1)
+        }
+    }
+}
+
+/// `--name`, else the login name, else "proctor".
+fn proctor_name(flag: Option<&str>) -> String {
+    flag.map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(String::from)
+        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| "proctor".into())
 }

@@ -66,9 +66,14 @@ impl Row {
             score_count: v.score_count.max(t.scores.len()),
             best: t.best().and_then(|s| s.normalized),
             last,
-            since_score_s: t.scores.last().map(|s| seconds_between(s.at, now)),
-            idle_s: if live {
-                t.active_since().map(|s| seconds_between(s, now).max(0.0))
+            since_score_s: t
+                .scores
+                .last()
+                .filter(|_| live)
+                .map(|s| shown_age(seconds_between(s.at, now))),
+            idle_s: if v.state == "running" {
+                t.active_since()
+                    .map(|s| shown_age(seconds_between(s, now).max(0.0)))
             } else {
                 None
             },
@@ -76,7 +81,19 @@ impl Row {
             alerts: session_alerts(t, limits, now),
         }
     }
+}
 
+/// An age rounded down to what the table shows (seconds under a minute,
+/// then minutes), so a row only changes when its text does.
+fn shown_age(seconds: f64) -> f64 {
+    if seconds < 60.0 {
+        seconds.floor()
+    } else {
+        (seconds / 60.0).floor() * 60.0
+    }
+}
+
+impl Row {
     /// The most urgent alert kind (for sorting).
     pub fn top_alert(&self) -> Option<AlertKind> {
         self.alerts.first().map(|a| a.kind)

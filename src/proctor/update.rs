@@ -47,7 +47,13 @@ impl App {
                 Vec::new()
             }
             Action::Tick => {
+                // `now` has moved on: redraw if the clock or a notice changed.
                 self.recompute();
+                let signature = self.time_signature();
+                if signature != self.signature {
+                    self.signature = signature;
+                    self.dirty = true;
+                }
                 Vec::new()
             }
             Action::Resync => self.resync(),

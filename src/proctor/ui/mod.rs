@@ -89,7 +89,7 @@ fn draw_header(app: &App, frame: &mut Frame, area: Rect) {
         spans.push(Span::styled("loading sessions…", theme.dim()));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
-    let clock = format!("{} ", app.clock_time(app.now));
+    let clock = format!("{} ", app.clock_minute(app.now));
     frame.render_widget(
         Paragraph::new(Line::styled(clock, theme.dim())).right_aligned(),
         area,
@@ -183,6 +183,8 @@ pub(super) fn state_text(state: &str, pause: Option<&str>, end: Option<&str>) ->
             None => "PAUSED".into(),
         },
         "ended" => match end {
+            Some("ended_by_proctor") => "ENDED by proctor".into(),
+            Some("budget_exhausted") => "ENDED out of time".into(),
             Some(r) => format!("ENDED {}", r.replace('_', " ")),
             None => "ENDED".into(),
         },

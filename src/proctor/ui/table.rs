@@ -15,21 +15,66 @@ use crate::tui::theme::Urgency;
 /// Cells of the budget bar.
 const BAR_CELLS: usize = 10;
 
-const HEADERS: [&str; 13] = [
-    "participant",
-    "session",
-    "kind",
-    "environment",
-    "state",
-    "used / budget",
-    "",
-    "left",
-    "#",
-    "best",
-    "last",
-    "scored",
-    "idle",
+/// The table's columns, in order, with their widths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Column {
+    Participant,
+    Session,
+    Kind,
+    Environment,
+    State,
+    Used,
+    Bar,
+    Left,
+    Count,
+    Best,
+    Last,
+    Scored,
+    Idle,
+}
+
+const COLUMNS: [(Column, &str, u16); 13] = [
+    (Column::Participant, "participant", 14),
+    (Column::Session, "session", 7),
+    (Column::Kind, "kind", 5),
+    (Column::Environment, "environment", 20),
+    (Column::State, "state", 21),
+    (Column::Used, "used / budget", 14),
+    (Column::Bar, "", BAR_CELLS as u16),
+    (Column::Left, "left", 8),
+    (Column::Count, "#", 3),
+    (Column::Best, "best", 6),
+    (Column::Last, "last", 7),
+    (Column::Scored, "scored", 6),
+    (Column::Idle, "idle", 5),
 ];
+
+/// Dropped first when the window is narrow (the alerts column keeps its room).
+const DROP_ORDER: [Column; 5] = [
+    Column::Bar,
+    Column::Session,
+    Column::Scored,
+    Column::Kind,
+    Column::Used,
+];
+
+/// Room the alerts column needs.
+const ALERTS_MIN: u16 = 16;
+
+fn columns_for(width: u16) -> Vec<(Column, &'static str, u16)> {
+    let mut cols: Vec<(Column, &'static str, u16)> = COLUMNS.to_vec();
+    // Highlight symbol, column gaps, and the alerts column.
+    let needed = |cols: &[(Column, &str, u16)]| {
+        2 + cols.iter().map(|c| c.2 + 1).sum::<u16>() + ALERTS_MIN
+    };
+    for drop in DROP_ORDER {
+        if needed(&cols) <= width {
+            break;
+        }
+        cols.retain(|c| c.0 != drop);
+    }
+    cols
+}
 
 pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
     let theme = &app.theme;
@@ -37,33 +82,24 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
         let text = if !app.loaded {
             "loading…"
         } else if app.fleet.sessions.is_empty() {
-            "no sessions yet: `rebench start` or `rebench create` makes one"
+            "no sessions yet: `rebench new` or `rebench start` makes one"
         } else {
             "no session matches the filter (c clears it)"
         };
         frame.render_widget(Paragraph::new(Line::styled(text, theme.dim())), area);
         return;
     }
-    let widths = [
-        Constraint::Length(14),
-        Constraint::Length(7),
-        Constraint::Length(5),
-        Constraint::Length(20),
-        Constraint::Length(17),
-        Constraint::Length(14),
-        Constraint::Length(BAR_CELLS as u16),
-        Constraint::Length(8),
-        Constraint::Length(3),
-        Constraint::Length(6),
-        Constraint::Length(7),
-        Constraint::Length(6),
-        Constraint::Length(5),
-        Constraint::Min(10),
-    ];
-    let mut header: Vec<Cell> = HEADERS.iter().map(|h| Cell::from(*h)).collect();
+    let columns = columns_for(area.width);
+    let mut widths: Vec<Constraint> = columns.iter().map(|c| Constraint::Length(c.2)).collect();
+    widths.push(Constraint::Min(ALERTS_MIN));
+    let mut header: Vec<Cell> = columns.iter().map(|c| Cell::from(c.1)).collect();
     header.push(Cell::from("alerts"));
     let header = TableRow::new(header).style(theme.dim().add_modifier(Modifier::UNDERLINED));
-    let rows: Vec<TableRow> = app.rows.iter().map(|r| table_row(app, r)).collect();
+    let rows: Vec<TableRow> = app
+        .rows
+        .iter()
+        .map(|r| table_row(app, r, &columns))
+        .collect();
     let highlight = if app.focus == Focus::Table {
         Style::default().add_modifier(Modifier::REVERSED)
     } else {
@@ -78,7 +114,7 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
     frame.render_stateful_widget(table, area, &mut state);
 }
 
-fn table_row<'a>(app: &App, r: &'a Row) -> TableRow<'a> {
+fn table_row<'a>(app: &App, r: &'a Row, columns: &[(Column, &str, u16)]) -> TableRow<'a> {
     let theme = &app.theme;
     let urgency = Urgency::of(r.remaining_s);
     let live = r.state == "running" || r.state == "paused";
@@ -87,53 +123,56 @@ fn table_row<'a>(app: &App, r: &'a Row) -> TableRow<'a> {
     } else {
         theme.dim()
     };
-    let env = if r.hidden {
-        format!("{} [hidden]", r.environment)
-    } else {
-        r.environment.clone()
-    };
-    let last = match (&r.last, r.scoring) {
-        (_, true) => Span::styled("scoring", theme.key()),
-        (LastScore::Valid(n), _) => Span::raw(format::normalized(*n)),
-        (LastScore::Invalid, _) => Span::styled("✗ inval", theme.bad()),
-        (LastScore::None, _) => Span::styled("—", theme.dim()),
-    };
     let dash = || Span::styled("—", theme.dim());
-    let cells = vec![
-        Cell::from(r.participant.as_str()),
-        Cell::from(Span::styled(r.id.as_str(), theme.dim())),
-        Cell::from(r.kind.as_str()),
-        Cell::from(env),
-        Cell::from(Span::styled(
-            state_text(&r.state, r.pause_reason.as_deref(), r.end_reason.as_deref()),
-            state_style(theme, &r.state),
-        )),
-        Cell::from(format!(
-            "{} / {}",
-            format::clock(r.active_s),
-            format::human_duration(r.budget_s)
-        )),
-        Cell::from(Span::styled(bar(r.active_s, r.budget_s), time_style)),
-        Cell::from(Span::styled(format::clock(r.remaining_s), time_style)),
-        Cell::from(r.score_count.to_string()),
-        Cell::from(match r.best {
-            Some(b) => Span::styled(format::normalized(b), theme.good()),
-            None => dash(),
-        }),
-        Cell::from(last),
-        Cell::from(match r.since_score_s {
-            Some(s) => Span::raw(short_duration(s)),
-            None => dash(),
-        }),
-        Cell::from(match r.idle_s {
-            Some(s) if s > app.limits.idle_after_s && r.state == "running" => {
-                Span::styled(short_duration(s), theme.key())
+    let cell = |column: Column| -> Cell<'a> {
+        match column {
+            Column::Participant => Cell::from(r.participant.as_str()),
+            Column::Session => Cell::from(Span::styled(r.id.as_str(), theme.dim())),
+            Column::Kind => Cell::from(r.kind.as_str()),
+            Column::Environment => {
+                let mut spans = vec![Span::raw(r.environment.as_str())];
+                if r.hidden {
+                    spans.push(Span::styled(" hidden", theme.dim()));
+                }
+                Cell::from(Line::from(spans))
             }
-            Some(s) => Span::raw(short_duration(s)),
-            None => dash(),
-        }),
-        Cell::from(alert_tags(app, r)),
-    ];
+            Column::State => Cell::from(Span::styled(
+                state_text(&r.state, r.pause_reason.as_deref(), r.end_reason.as_deref()),
+                state_style(theme, &r.state),
+            )),
+            Column::Used => Cell::from(format!(
+                "{} / {}",
+                format::clock(r.active_s),
+                format::human_duration(r.budget_s)
+            )),
+            Column::Bar => Cell::from(Span::styled(bar(r.active_s, r.budget_s), time_style)),
+            Column::Left => Cell::from(Span::styled(format::clock(r.remaining_s), time_style)),
+            Column::Count => Cell::from(r.score_count.to_string()),
+            Column::Best => Cell::from(match r.best {
+                Some(b) => Span::styled(format::normalized(b), theme.good()),
+                None => dash(),
+            }),
+            Column::Last => Cell::from(match (&r.last, r.scoring) {
+                (_, true) => Span::styled("scoring", theme.key()),
+                (LastScore::Valid(n), _) => Span::raw(format::normalized(*n)),
+                (LastScore::Invalid, _) => Span::styled("invalid", theme.bad()),
+                (LastScore::None, _) => dash(),
+            }),
+            Column::Scored => Cell::from(match r.since_score_s {
+                Some(s) => Span::raw(short_duration(s)),
+                None => dash(),
+            }),
+            Column::Idle => Cell::from(match r.idle_s {
+                Some(s) if s > app.limits.idle_after_s => {
+                    Span::styled(short_duration(s), theme.key())
+                }
+                Some(s) => Span::raw(short_duration(s)),
+                None => dash(),
+            }),
+        }
+    };
+    let mut cells: Vec<Cell> = columns.iter().map(|c| cell(c.0)).collect();
+    cells.push(Cell::from(alert_tags(app, r)));
     TableRow::new(cells)
 }
 
@@ -163,6 +202,14 @@ pub fn bar(active_s: f64, budget_s: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn narrow_windows_drop_the_least_needed_columns() {
+        assert_eq!(columns_for(200).len(), COLUMNS.len());
+        let narrow: Vec<Column> = columns_for(120).iter().map(|c| c.0).collect();
+        assert!(!narrow.contains(&Column::Bar) && !narrow.contains(&Column::Session));
+        assert!(narrow.contains(&Column::Participant) && narrow.contains(&Column::Idle));
+    }
 
     #[test]
     fn bars_fill_with_the_budget_used() {
