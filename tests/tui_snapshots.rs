@@ -62,6 +62,8 @@ fn view(state: &str, active_s: f64, scores: Vec<ScoreView>) -> SessionView {
         "id": "k3x9q2",
         "environment": "prefix-sum",
         "title": "Conditional prefix sum (CPU, pure Python)",
+        "summary": "Make a conditional prefix sum over int32 values fast in pure Python.",
+        "protected": ["score.py"],
         "profile": "full",
         "participant": "alice",
         "kind": "human",

@@ -61,6 +61,12 @@ pub fn draw_start(app: &App, frame: &mut Frame, area: Rect) {
             ),
             theme.dim(),
         ),
+    ];
+    if !view.summary.is_empty() {
+        lines.push(Line::raw(""));
+        lines.push(Line::raw(view.summary.clone()));
+    }
+    lines.extend([
         Line::raw(""),
         field(
             theme,
@@ -84,7 +90,7 @@ pub fn draw_start(app: &App, frame: &mut Frame, area: Rect) {
                 "hidden: every run is recorded, but no values are shown".to_string()
             },
         ),
-    ];
+    ]);
     if !view.hardware_missing.is_empty() {
         lines.push(Line::styled(
             format!(
@@ -112,7 +118,14 @@ pub fn draw_start(app: &App, frame: &mut Frame, area: Rect) {
         bullet(format!(
             "score as often as you like ({p} s, or `score` in the shell); the shell stays usable"
         )),
-        bullet("work inside the workspace; do not modify the scorer or protected files".into()),
+        bullet(if view.protected.is_empty() {
+            "work inside the workspace; do not modify the scorer".to_string()
+        } else {
+            format!(
+                "work inside the workspace; do not modify {} (checked at every score)",
+                view.protected.join(", ")
+            )
+        }),
         bullet(format!(
             "submit ({p} S) when done; at the end of the budget a final score is taken"
         )),
