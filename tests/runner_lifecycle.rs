@@ -267,3 +267,45 @@ async fn budget_warnings_are_logged_once_each() {
         "no 15-minute warning on a 5-minute budget"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_agents_running_exec_loops_at_once_all_finish() {
+    // Regression: concurrent sled flushes once left sessions waiting forever.
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = std::sync::Arc::new(TestServer::start());
+    let mut sessions = Vec::new();
+    for _ in 0..12 {
+        sessions.push(server.create_running(&env, Some(3600)).await.id);
+    }
+    let mut loops = Vec::new();
+    for id in sessions.clone() {
+        let server = server.clone();
+        loops.push(tokio::spawn(async move {
+            let mut client = server.admin().await;
+            for i in 0..15 {
+                let reply: ExecReply = client
+                    .call(Request::Exec {
+                        session: id.clone(),
+                        command: format!("echo {i}"),
+                        timeout_s: Some(20.0),
+                        cwd: None,
+                    })
+                    .await
+                    .unwrap();
+                assert_eq!(reply.stdout, format!("{i}\n"));
+            }
+        }));
+    }
+    let all = tokio::time::timeout(Duration::from_secs(120), futures_join(loops)).await;
+    assert!(all.is_ok(), "every exec loop finished");
+    for id in &sessions {
+        let view = server.show(id).await;
+        assert_eq!(view.state, "running");
+    }
+}
+
+async fn futures_join(handles: Vec<tokio::task::JoinHandle<()>>) {
+    for h in handles {
+        h.await.unwrap();
+    }
+}

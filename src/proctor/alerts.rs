@@ -103,9 +103,8 @@ pub fn session_alerts(t: &Tracked, limits: &Thresholds, now: DateTime<Utc>) -> V
     if started && remaining < limits.budget_low_s {
         // When the clock crossed the line: stable while it runs, and while
         // paused the pause's start is as close as we can know.
-        let short_by = chrono::Duration::milliseconds(
-            ((limits.budget_low_s - remaining) * 1000.0) as i64,
-        );
+        let short_by =
+            chrono::Duration::milliseconds(((limits.budget_low_s - remaining) * 1000.0) as i64);
         let since = match t.open_pause() {
             Some(p) if !t.running() => p.start.min(now - short_by),
             _ => now - short_by,
@@ -295,7 +294,10 @@ mod tests {
     fn score_drops_invalid_entries_and_a_failing_scorer() {
         let mut t = tracked("running");
         t.view.last_activity_at = Some(at(100));
-        t.scores = vec![score(1, 0, Some(0.0), "start"), score(2, 10, Some(0.6), "ok")];
+        t.scores = vec![
+            score(1, 0, Some(0.0), "start"),
+            score(2, 10, Some(0.6), "ok"),
+        ];
         assert!(kinds(&t, 120).is_empty());
         t.scores.push(score(3, 20, Some(0.4), "ok"));
         let alerts = session_alerts(&t, &Thresholds::default(), at(120));

@@ -224,8 +224,18 @@ mod tests {
             b"$ ls",
         );
         d.output(1, b" -l");
-        assert!(d.mirrors[0].tab.parser.screen().contents().starts_with("$ ls -l"));
-        assert!(d.load_shells(&[info(1, 24, 80), info(2, 24, 80)]).is_empty());
+        assert!(
+            d.mirrors[0]
+                .tab
+                .parser
+                .screen()
+                .contents()
+                .starts_with("$ ls -l")
+        );
+        assert!(
+            d.load_shells(&[info(1, 24, 80), info(2, 24, 80)])
+                .is_empty()
+        );
         assert_eq!(d.load_shells(&[info(1, 30, 100), info(2, 24, 80)]), [1]);
         assert!(!d.mirrors[0].tab.attached);
         d.next_tab(-1);
@@ -236,11 +246,20 @@ mod tests {
     fn exec_history_keeps_the_selection_while_new_execs_arrive() {
         let mut d = Detail::new("s", true);
         d.load_events(&[exec(1, "ls"), exec(2, "make")]);
-        assert_eq!(d.selected_exec().map(|e| e.record.command.as_str()), Some("make"));
+        assert_eq!(
+            d.selected_exec().map(|e| e.record.command.as_str()),
+            Some("make")
+        );
         d.move_exec(1);
         d.push_event(&exec(3, "pytest"));
-        assert_eq!(d.selected_exec().map(|e| e.record.command.as_str()), Some("ls"));
+        assert_eq!(
+            d.selected_exec().map(|e| e.record.command.as_str()),
+            Some("ls")
+        );
         d.move_exec(-5);
-        assert_eq!(d.selected_exec().map(|e| e.record.command.as_str()), Some("pytest"));
+        assert_eq!(
+            d.selected_exec().map(|e| e.record.command.as_str()),
+            Some("pytest")
+        );
     }
 }

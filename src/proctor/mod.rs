@@ -22,8 +22,8 @@ pub mod rows;
 mod runtime;
 pub mod sample;
 pub mod settings;
-mod update;
 pub mod ui;
+mod update;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ProctorArgs {
@@ -59,7 +59,9 @@ pub async fn run(args: ProctorArgs, paths: &crate::paths::DataPaths) -> anyhow::
         runtime::Ending::App(app::Exit::Quit) => Ok(0),
         runtime::Ending::App(app::Exit::Lost(why)) => {
             eprintln!("rebench proctor: {why}");
-            eprintln!("The sessions go on on the server; run `rebench proctor` again to reconnect.");
+            eprintln!(
+                "The sessions go on on the server; run `rebench proctor` again to reconnect."
+            );
             Ok(1)
         }
         runtime::Ending::Signal(name) => {
@@ -76,4 +78,13 @@ fn proctor_name(flag: Option<&str>) -> String {
         .map(String::from)
         .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
         .unwrap_or_else(|| "proctor".into())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_name_flag_wins_and_blank_names_do_not_count() {
+        assert_eq!(super::proctor_name(Some(" ana ")), "ana");
+        assert!(!super::proctor_name(Some("  ")).is_empty());
+    }
 }

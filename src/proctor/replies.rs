@@ -94,9 +94,10 @@ impl App {
                     e.message
                 ));
             }
-            Pending::ReasonNote(session) => {
-                self.notify_error(format!("could not record the reason on {session}: {}", e.message))
-            }
+            Pending::ReasonNote(session) => self.notify_error(format!(
+                "could not record the reason on {session}: {}",
+                e.message
+            )),
             Pending::Show(id) if e.code == Some(crate::protocol::ErrorCode::NotFound) => {
                 self.fleet.sessions.remove(&id);
                 self.stale = true;
@@ -136,13 +137,17 @@ impl App {
             if !t.scores_loaded || t.scores.len() < t.view.score_count {
                 effects.push(Effect::Send(
                     Pending::Show(id.clone()),
-                    Request::Show { session: id.clone() },
+                    Request::Show {
+                        session: id.clone(),
+                    },
                 ));
             }
             if first && !t.ended() && t.view.started_at.is_some() {
                 effects.push(Effect::Send(
                     Pending::ShellCheck(id.clone()),
-                    Request::ShellList { session: id.clone() },
+                    Request::ShellList {
+                        session: id.clone(),
+                    },
                 ));
             }
         }

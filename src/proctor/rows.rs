@@ -225,7 +225,10 @@ impl Default for View {
 impl View {
     pub fn matches(&self, row: &Row) -> bool {
         self.state.matches(&row.state)
-            && self.environment.as_ref().is_none_or(|e| *e == row.environment)
+            && self
+                .environment
+                .as_ref()
+                .is_none_or(|e| *e == row.environment)
             && self.kind.as_ref().is_none_or(|k| *k == row.kind)
             && (!self.alerts_only || !row.alerts.is_empty())
             && (self.search.is_empty()
@@ -355,7 +358,10 @@ mod tests {
         let now = at(1100);
         let mut view = View::default();
         // Alice is idle (since 0): she comes first.
-        assert_eq!(ids(&table(&fleet, &view, &limits, now)), ["a1", "c3", "b2", "d4"]);
+        assert_eq!(
+            ids(&table(&fleet, &view, &limits, now)),
+            ["a1", "c3", "b2", "d4"]
+        );
         view.alerts_only = true;
         assert_eq!(ids(&table(&fleet, &view, &limits, now)), ["a1"]);
         view.alerts_only = false;

@@ -231,8 +231,9 @@ impl App {
         match self.focus {
             Focus::Alerts => {
                 let max = self.alert_list.len().saturating_sub(1) as isize;
-                self.alert_selected =
-                    (self.alert_selected as isize).saturating_add(step).clamp(0, max) as usize;
+                self.alert_selected = (self.alert_selected as isize)
+                    .saturating_add(step)
+                    .clamp(0, max) as usize;
             }
             Focus::Table => {
                 if self.rows.is_empty() {
@@ -393,4 +394,111 @@ fn submit(s: Submission) -> Effect {
         },
         s.request,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proctor::sample;
+    use crate::proctor::settings::Thresholds;
+    use crate::protocol::{Push, ShellInfo};
+    use crate::tui::theme::Theme;
+
+    fn app() -> App {
+        let mut app = App::new(
+            "ana (proctor)",
+            Thresholds::default(),
+            Theme { color: false },
+            sample::now(),
+        );
+        app.fleet = sample::showcase();
+        app.loaded = true;
+        app.recompute();
+        app
+    }
+
+    fn press(app: &mut App, c: char) -> Vec<Effect> {
+        app.update(Action::Key(KeyEvent::new(
+            KeyCode::Char(c),
+            KeyModifiers::NONE,
+        )))
+    }
+
+    #[test]
+    fn an_event_of_an_unknown_session_asks_for_it() {
+        let mut a = app();
+        let effects = a.update(Action::Push(Box::new(Push::SessionEvent {
+            session: "new123".into(),
+            event: sample::exec_event(0, 7200, "ls", ""),
+        })));
+        assert_eq!(
+            effects,
+            vec![Effect::Send(
+                Pending::Show("new123".into()),
+                Request::Show {
+                    session: "new123".into()
+                }
+            )]
+        );
+    }
+
+    #[test]
+    fn leaving_the_detail_view_stops_the_mirrors() {
+        let mut a = app();
+        a.open_detail("a1k9qz");
+        let infos = vec![ShellInfo {
+            shell: 3,
+            cols: 80,
+            rows: 24,
+            alive: true,
+            has_driver: true,
+        }];
+        let effects = a.update(Action::Reply {
+            pending: Pending::DetailShells("a1k9qz".into()),
+            result: Ok(serde_json::to_value(infos).unwrap_or_default()),
+        });
+        assert!(matches!(
+            &effects[..],
+            [Effect::Send(
+                Pending::Attach(_, 3),
+                Request::ShellAttach { .. }
+            )]
+        ));
+        let effects = a.update(Action::Key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)));
+        assert_eq!(
+            effects,
+            vec![Effect::Send(
+                Pending::Detach,
+                Request::ShellDetach {
+                    session: "a1k9qz".into(),
+                    shell: 3
+                }
+            )]
+        );
+        assert_eq!(a.screen, Screen::Table);
+    }
+
+    #[test]
+    fn actions_that_cannot_apply_say_why_instead_of_asking() {
+        let mut a = app();
+        a.selected = Some("g1u7ke".into());
+        press(&mut a, 'p');
+        assert!(a.overlay.is_none());
+        assert!(
+            a.visible_notice()
+                .is_some_and(|n| n.error && n.text.contains("is not running"))
+        );
+        press(&mut a, 'r');
+        assert!(matches!(&a.overlay, Some(Overlay::Dialog(d)) if d.session == "g1u7ke"));
+    }
+
+    #[test]
+    fn acknowledged_alerts_leave_the_list() {
+        let mut a = app();
+        let before = a.alert_list.len();
+        a.selected = Some("b7m2xd".into());
+        press(&mut a, 'a');
+        assert_eq!(a.alert_list.len(), before - 1);
+        assert!(a.alert_list.iter().all(|l| l.session != "b7m2xd"));
+    }
 }

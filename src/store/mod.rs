@@ -32,6 +32,8 @@ pub enum StoreError {
     Open { dir: PathBuf, source: sled::Error },
     #[error("database error: {0}")]
     Db(#[from] sled::Error),
+    #[error("the flush to disk did not complete: {0}")]
+    Flush(String),
     #[error("stored record {what} is unreadable: {message}")]
     Corrupt { what: String, message: String },
 }
@@ -115,8 +117,16 @@ impl Store {
     }
 
     /// Makes everything written so far durable.
+    ///
+    /// Not `flush_async`: in sled 0.34 concurrent `flush_async` callers can
+    /// wait forever (spacejam/sled#1308), which froze sessions under parallel
+    /// agent execs. The blocking flush on the blocking pool is safe to call
+    /// from many tasks at once.
     pub async fn flush(&self) -> Result<()> {
-        self.db.flush_async().await?;
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || db.flush())
+            .await
+            .map_err(|e| StoreError::Flush(e.to_string()))??;
         Ok(())
     }
 

@@ -56,7 +56,8 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
                 Span::raw(l.alert.text.clone()),
             ]);
             if focused && i == app.alert_selected {
-                line = line.style(ratatui::style::Style::default().add_modifier(Modifier::REVERSED));
+                line =
+                    line.style(ratatui::style::Style::default().add_modifier(Modifier::REVERSED));
             }
             line
         })

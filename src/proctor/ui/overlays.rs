@@ -20,7 +20,14 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
 }
 
 /// A centred box fitted to its lines (wrapped at `width`).
-fn draw_box(theme: &Theme, title: &str, lines: Vec<Line>, width: u16, frame: &mut Frame, area: Rect) {
+fn draw_box(
+    theme: &Theme,
+    title: &str,
+    lines: Vec<Line>,
+    width: u16,
+    frame: &mut Frame,
+    area: Rect,
+) {
     let inner_width = width.saturating_sub(4).max(1) as usize;
     let height: usize = lines
         .iter()
@@ -34,7 +41,9 @@ fn draw_box(theme: &Theme, title: &str, lines: Vec<Line>, width: u16, frame: &mu
         .title(Span::styled(format!(" {title} "), theme.title()))
         .padding(Padding::horizontal(1));
     frame.render_widget(
-        Paragraph::new(lines).wrap(Wrap { trim: false }).block(block),
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(block),
         rect,
     );
 }
@@ -49,7 +58,9 @@ fn explanation(kind: ActionKind) -> &'static str {
             "The clock starts again. The reason, if you give one, is added as a note."
         }
         ActionKind::Extend => "Adds time to the session's budget.",
-        ActionKind::Note => "Adds a note to the session's log (the participant sees notes in the workspace).",
+        ActionKind::Note => {
+            "Adds a note to the session's log (the participant sees notes in the workspace)."
+        }
         ActionKind::End => {
             "Ends the session now: its processes are stopped and no final score is taken; the session's score is what its log has."
         }
@@ -83,21 +94,37 @@ fn draw_dialog(app: &App, d: &Dialog, frame: &mut Frame, area: Rect) {
         lines.push(Line::raw(format!("reason: {}", d.reason)));
         lines.push(Line::raw(""));
         lines.push(Line::styled(
-            format!("End the session of {} now? This cannot be undone.", d.participant),
+            format!(
+                "End the session of {} now? This cannot be undone.",
+                d.participant
+            ),
             theme.banner(),
         ));
         lines.push(Line::raw(""));
-        lines.push(keys_line(theme, &[("y", "end it"), ("any other key", "go back")]));
+        lines.push(keys_line(
+            theme,
+            &[("y", "end it"), ("any other key", "go back")],
+        ));
     } else {
         if d.has_duration() {
-            lines.push(field_line(theme, "extend by", &d.duration, d.field == Field::Duration));
+            lines.push(field_line(
+                theme,
+                "extend by",
+                &d.duration,
+                d.field == Field::Duration,
+            ));
         }
         let label = if d.reason_optional() {
             format!("{} (optional)", d.reason_label())
         } else {
             d.reason_label().to_string()
         };
-        lines.push(field_line(theme, &label, &d.reason, d.field == Field::Reason));
+        lines.push(field_line(
+            theme,
+            &label,
+            &d.reason,
+            d.field == Field::Reason,
+        ));
         if let Some(e) = &d.error {
             lines.push(Line::styled(e.clone(), theme.bad()));
         }
@@ -124,8 +151,14 @@ fn confirm_word(kind: ActionKind) -> &'static str {
 }
 
 const HELP: [(&str, &str); 22] = [
-    ("↑/↓ j/k", "select a session (PgUp/PgDn, g/G: page, first, last)"),
-    ("Enter", "details: shell mirrors, scores, notes, exec history"),
+    (
+        "↑/↓ j/k",
+        "select a session (PgUp/PgDn, g/G: page, first, last)",
+    ),
+    (
+        "Enter",
+        "details: shell mirrors, scores, notes, exec history",
+    ),
     ("Tab", "move between the table and the alert list"),
     ("p", "pause the session (asks for a reason)"),
     ("r", "resume it"),
@@ -133,17 +166,29 @@ const HELP: [(&str, &str); 22] = [
     ("n", "add a proctor note"),
     ("s", "take a score now"),
     ("E", "end the session (asks twice)"),
-    ("a", "acknowledge the session's alerts (new ones show again)"),
+    (
+        "a",
+        "acknowledge the session's alerts (new ones show again)",
+    ),
     ("/", "search by participant"),
-    ("f", "filter by state: all, live, running, paused, not started, ended"),
+    (
+        "f",
+        "filter by state: all, live, running, paused, not started, ended",
+    ),
     ("e", "filter by environment (cycles)"),
     ("t", "filter by kind: human, agent"),
     ("!", "only sessions with alerts"),
     ("c", "clear the filters"),
-    ("o / O", "sort by: alerts, participant, environment, state, time left, best, idle / reverse"),
+    (
+        "o / O",
+        "sort by: alerts, participant, environment, state, time left, best, idle / reverse",
+    ),
     ("R", "re-read everything from the server"),
     ("Tab 1-9 [ ]", "in details: the shell to mirror"),
-    ("v", "in details: shells or exec history (↑/↓ picks an exec)"),
+    (
+        "v",
+        "in details: shells or exec history (↑/↓ picks an exec)",
+    ),
     ("Esc", "in details: back to the table"),
     ("q Ctrl-c", "quit (sessions go on)"),
 ];

@@ -64,9 +64,8 @@ const ALERTS_MIN: u16 = 16;
 fn columns_for(width: u16) -> Vec<(Column, &'static str, u16)> {
     let mut cols: Vec<(Column, &'static str, u16)> = COLUMNS.to_vec();
     // Highlight symbol, column gaps, and the alerts column.
-    let needed = |cols: &[(Column, &str, u16)]| {
-        2 + cols.iter().map(|c| c.2 + 1).sum::<u16>() + ALERTS_MIN
-    };
+    let needed =
+        |cols: &[(Column, &str, u16)]| 2 + cols.iter().map(|c| c.2 + 1).sum::<u16>() + ALERTS_MIN;
     for drop in DROP_ORDER {
         if needed(&cols) <= width {
             break;
@@ -95,9 +94,16 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
     let mut header: Vec<Cell> = columns.iter().map(|c| Cell::from(c.1)).collect();
     header.push(Cell::from("alerts"));
     let header = TableRow::new(header).style(theme.dim().add_modifier(Modifier::UNDERLINED));
+    // Only the rows that fit are built: with hundreds of sessions, building
+    // the rest is most of a frame's cost.
+    let fits = area.height.saturating_sub(1).max(1) as usize;
+    let selected = app.selected_index();
+    let first = selected.map_or(0, |s| (s + 1).saturating_sub(fits));
     let rows: Vec<TableRow> = app
         .rows
         .iter()
+        .skip(first)
+        .take(fits)
         .map(|r| table_row(app, r, &columns))
         .collect();
     let highlight = if app.focus == Focus::Table {
@@ -110,7 +116,7 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
         .column_spacing(1)
         .row_highlight_style(highlight)
         .highlight_symbol("▶ ");
-    let mut state = TableState::default().with_selected(app.selected_index());
+    let mut state = TableState::default().with_selected(selected.map(|s| s - first));
     frame.render_stateful_widget(table, area, &mut state);
 }
 
@@ -183,7 +189,10 @@ fn alert_tags<'a>(app: &App, r: &Row) -> Line<'a> {
             spans.push(Span::raw(" "));
         }
         let acked = app.is_acknowledged(&r.id, a);
-        spans.push(Span::styled(a.kind.tag(), alert_style(&app.theme, a.kind, acked)));
+        spans.push(Span::styled(
+            a.kind.tag(),
+            alert_style(&app.theme, a.kind, acked),
+        ));
     }
     Line::from(spans)
 }
