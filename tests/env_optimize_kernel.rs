@@ -3,9 +3,10 @@
 //! way the server runs it, scores the starting solution ~0, the reference
 //! ~1, and wrong solutions and protected-file changes as invalid.
 //!
-//! The preparation goes to `$REBENCH_OPTIMIZE_KERNEL_DATA` or else
-//! `target/tmp/optimize-kernel-data` and is reused across runs (the first
-//! one installs torch from PyPI: a few minutes, ~5 GB). Without network the
+//! The preparation goes to `$REBENCH_TORCH_TEST_DATA` or else
+//! `target/tmp/torch-envs`, the data dir shared by all torch environment
+//! tests, and is reused across runs (the first one installs torch from
+//! PyPI into the shared venv: a few minutes, ~5 GB). Without network the
 //! tests print "SKIPPED: ..." to the real stderr and pass, unless
 //! `REBENCH_REQUIRE_TORCH=1`, which makes that a failure (for CI).
 
@@ -27,10 +28,12 @@ fn environment() -> Environment {
     Environment::load(&env_dir()).unwrap()
 }
 
+/// The data dir every torch environment test prepares into, so they share
+/// one torch venv (`<data>/venvs/<key>`, same requirements.txt).
 fn data_dir() -> PathBuf {
-    match std::env::var_os("REBENCH_OPTIMIZE_KERNEL_DATA") {
+    match std::env::var_os("REBENCH_TORCH_TEST_DATA") {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => Path::new(env!("CARGO_TARGET_TMPDIR")).join("optimize-kernel-data"),
+        _ => Path::new(env!("CARGO_TARGET_TMPDIR")).join("torch-envs"),
     }
 }
 

@@ -1,7 +1,8 @@
 //! `environment::prepare` on a tiny fixture environment: an empty
 //! requirements.txt (a venv, no network) and a command that writes a data
-//! file and counts its runs. Covers reuse, `check`, damage, staleness and
-//! failing or hanging commands.
+//! file and counts its runs. Covers reuse, `check`, damage, staleness,
+//! failing or hanging commands, and venvs shared between environments with
+//! identical requirements (also when prepared concurrently).
 
 use rebench::environment::Environment;
 use rebench::environment::prepare::{PrepareError, check, prepare, prepared_dir};
@@ -130,9 +131,15 @@ fn prepare_reuses_checks_and_repairs() {
     let dir = f.data.join("prepared/prep-demo/smoke");
     assert_eq!(prepared.dir, dir);
     assert_eq!(prepared_dir(&f.data, &f.env, Some("smoke")), dir);
-    assert_eq!(prepared.venv, Some(dir.join("venv")));
-    assert_eq!(prepared.bin_dir, Some(dir.join("venv/bin")));
-    assert!(dir.join("venv/bin/python").exists());
+    // The venv is the shared one for these requirements: <data>/venvs/<key>.
+    let venv = prepared.venv.clone().unwrap();
+    assert_eq!(venv.parent(), Some(f.data.join("venvs").as_path()));
+    let key = venv.file_name().unwrap().to_string_lossy().into_owned();
+    assert_eq!(key.len(), 16, "{key}");
+    assert_eq!(prepared.bin_dir, Some(venv.join("bin")));
+    assert!(venv.join("bin/python").exists());
+    assert!(venv.join(".rebench-venv.json").exists());
+    assert!(!dir.join("venv").exists());
     assert!(log.contains("creating a venv"), "{log}");
     assert!(log.contains("  | wrote data/x.bin"), "{log}");
     assert!(log.contains("2 file(s) recorded in prepared.json"), "{log}");
@@ -143,10 +150,15 @@ fn prepare_reuses_checks_and_repairs() {
     let info: serde_json::Value =
         serde_json::from_slice(&fs::read(dir.join("data/info.json")).unwrap()).unwrap();
     assert_eq!(info["profile"], "smoke");
-    assert_eq!(info["venv"], dir.join("venv").to_string_lossy().as_ref());
-    assert!(Path::new(info["python"].as_str().unwrap()).ends_with("venv"));
+    assert_eq!(info["venv"], venv.to_string_lossy().as_ref());
+    assert_eq!(
+        Path::new(info["python"].as_str().unwrap())
+            .canonicalize()
+            .unwrap(),
+        venv.canonicalize().unwrap()
+    );
     let path = info["path"].as_str().unwrap();
-    assert!(path.starts_with(&format!("{}:", dir.join("venv/bin").display())));
+    assert!(path.starts_with(&format!("{}:", venv.join("bin").display())));
 
     // Intact: a second prepare runs nothing.
     let (again, log) = prepare_logged(&f, Some("smoke"));
@@ -178,12 +190,29 @@ fn prepare_reuses_checks_and_repairs() {
     );
     prepare_logged(&f, Some("smoke")).0.unwrap();
 
-    // A venv that lost its interpreter is rebuilt.
-    fs::remove_file(dir.join("venv/bin/python")).unwrap();
-    assert!(check_message(&f, Some("smoke")).contains("was damaged: venv/bin/python missing;"));
+    // A venv that lost its interpreter is rebuilt, in the same place.
+    fs::remove_file(venv.join("bin/python")).unwrap();
+    let message = check_message(&f, Some("smoke"));
+    assert!(
+        message.contains(&format!("was damaged: venvs/{key}/bin/python missing;")),
+        "{message}"
+    );
     let (rebuilt, log) = prepare_logged(&f, Some("smoke"));
     rebuilt.unwrap();
     assert!(log.contains("removing the old venv"), "{log}");
+    assert_eq!(
+        check(&f.env, Some("smoke"), &f.data).unwrap().venv,
+        Some(venv.clone())
+    );
+
+    // A half-built venv (no marker: its build died) is not trusted.
+    fs::remove_file(venv.join(".rebench-venv.json")).unwrap();
+    let message = check_message(&f, Some("smoke"));
+    assert!(
+        message.contains(&format!("venvs/{key} is incomplete")),
+        "{message}"
+    );
+    prepare_logged(&f, Some("smoke")).0.unwrap();
     check(&f.env, Some("smoke"), &f.data).unwrap();
 
     // Editing the prepare script makes the preparation outdated.
@@ -267,4 +296,94 @@ fn environments_without_prepare_need_nothing() {
     assert_eq!(prepared.venv, None);
     assert_eq!(prepared.bin_dir, None);
     assert_eq!(prepared.dir, f.data.join("prepared/prep-demo/full"));
+}
+
+/// Another environment folder (its own id) next to the fixture's, sharing its data dir.
+fn sibling(f: &Fixture, id: &str, requirements: &str) -> Environment {
+    let dir = f._tmp.path().join(id);
+    fs::create_dir_all(dir.join("workspace")).unwrap();
+    fs::create_dir_all(dir.join("prepare")).unwrap();
+    fs::write(dir.join("instructions.md"), "Prepare me.\n").unwrap();
+    fs::write(dir.join("requirements.txt"), requirements).unwrap();
+    fs::write(dir.join("prepare/make_data.py"), MAKE_DATA).unwrap();
+    let manifest = MANIFEST.replace("id = \"prep-demo\"", &format!("id = \"{id}\""));
+    fs::write(dir.join("environment.toml"), manifest).unwrap();
+    Environment::load(&dir).unwrap()
+}
+
+fn prepare_env(
+    env: &Environment,
+    data: &Path,
+) -> (rebench::environment::prepare::Prepared, String) {
+    let mut log = Vec::new();
+    let prepared = prepare(env, Some("smoke"), data, &mut log).unwrap();
+    (prepared, String::from_utf8(log).unwrap())
+}
+
+#[test]
+fn identical_requirements_share_one_venv() {
+    if !python_available() {
+        return;
+    }
+    let f = fixture(MANIFEST);
+    let twin = sibling(&f, "prep-twin", "# nothing to install\n");
+    // A comment is enough to make the requirements, and so the venv, different.
+    let other = sibling(&f, "prep-other", "# nothing to install\n# other\n");
+
+    let (first, log) = prepare_env(&f.env, &f.data);
+    assert!(log.contains("creating a venv"), "{log}");
+    let (second, log) = prepare_env(&twin, &f.data);
+    assert!(log.contains("reusing the venv"), "{log}");
+    assert!(!log.contains("creating a venv"), "{log}");
+    let (third, log) = prepare_env(&other, &f.data);
+    assert!(log.contains("creating a venv"), "{log}");
+
+    assert_eq!(first.venv, second.venv);
+    assert_ne!(first.venv, third.venv);
+    assert_ne!(first.dir, second.dir);
+    for prepared in [&first, &second, &third] {
+        let venv = prepared.venv.as_ref().unwrap();
+        assert_eq!(venv.parent(), Some(f.data.join("venvs").as_path()));
+    }
+    let mut venvs: Vec<String> = fs::read_dir(f.data.join("venvs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| !name.starts_with('.'))
+        .collect();
+    venvs.sort();
+    assert_eq!(venvs.len(), 2, "{venvs:?}");
+    assert_eq!(check(&twin, Some("smoke"), &f.data).unwrap(), second);
+
+    // Damage to the shared venv shows in every environment that uses it.
+    let venv = first.venv.clone().unwrap();
+    fs::create_dir_all(venv.join("lib/python3/site-packages/extra-1.dist-info")).unwrap();
+    for env in [&f.env, &twin] {
+        let err = check(env, Some("smoke"), &f.data).unwrap_err().to_string();
+        assert!(err.contains("packages added: extra-1.dist-info"), "{err}");
+    }
+    check(&other, Some("smoke"), &f.data).unwrap();
+    fs::remove_dir_all(venv.join("lib/python3")).unwrap();
+    check(&twin, Some("smoke"), &f.data).unwrap();
+}
+
+#[test]
+fn concurrent_prepares_build_the_shared_venv_once() {
+    if !python_available() {
+        return;
+    }
+    let f = fixture(MANIFEST);
+    let twin = sibling(&f, "prep-twin", "# nothing to install\n");
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| prepare_env(&f.env, &f.data));
+        let b = s.spawn(|| prepare_env(&twin, &f.data));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert_eq!(a.0.venv, b.0.venv);
+    let builds = [&a.1, &b.1]
+        .iter()
+        .filter(|log| log.contains("creating a venv"))
+        .count();
+    assert_eq!(builds, 1, "{}\n---\n{}", a.1, b.1);
+    check(&f.env, Some("smoke"), &f.data).unwrap();
+    check(&twin, Some("smoke"), &f.data).unwrap();
 }

@@ -1,30 +1,31 @@
 //! Preparing an environment on this machine (`rebench env prepare`): a Python
 //! virtual environment built from the manifest's `[prepare] requirements`,
-//! then the `[prepare] command` (hidden data, downloads, builds), all in
-//! `<data-dir>/prepared/<env-id>/<profile or "base">`. What went in and what
-//! came out is hashed into `prepared.json`, so `check` can refuse a session
-//! on a machine where the preparation is missing, outdated or damaged.
+//! then the `[prepare] command` (hidden data, downloads, builds) in
+//! `<data-dir>/prepared/<env-id>/<profile or "base">`. The venv is shared:
+//! environments whose requirements file and interpreter are identical use
+//! one, `<data-dir>/venvs/<key>` (see `venv`). What went in and what came
+//! out is hashed into `prepared.json`, so `check` can refuse a session on a
+//! machine where the preparation is missing, outdated or damaged.
 
 mod record;
 mod step;
+mod venv;
 
 use super::duration::parse_duration;
 use super::manifest::Prepare;
 use super::{EnvError, Environment};
 pub use record::RECORD_FILE;
-use record::{Record, VENV_DIR, venv_damage, venv_packages, venv_python};
+use record::{LEGACY_VENV_DIR, Record, venv_python};
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+pub use venv::VENVS_DIR;
 
 /// Folder name used when no profile applies.
 const BASE: &str = "base";
-/// Marker in the venv: the inputs it was built from, so a preparation whose
-/// data broke can reuse a venv that is still right (pip is the slow part).
-const VENV_MARKER: &str = ".rebench-venv";
 
 /// A preparation that is ready for sessions.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -32,7 +33,9 @@ pub struct Prepared {
     /// `<data-dir>/prepared/<env-id>/<profile or "base">`; may not exist for
     /// an environment without `[prepare]`.
     pub dir: PathBuf,
-    /// The virtual environment, when `[prepare] requirements` is set.
+    /// The virtual environment, when `[prepare] requirements` is set:
+    /// `<data-dir>/venvs/<key>`, shared with every environment whose
+    /// requirements and interpreter are the same.
     pub venv: Option<PathBuf>,
     /// `venv/bin`, to put first on PATH for shells, exec and the scorer.
     pub bin_dir: Option<PathBuf>,
@@ -129,7 +132,7 @@ impl PrepareError {
     }
 }
 
-fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> PrepareError + '_ {
+pub(crate) fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> PrepareError + '_ {
     move |source| PrepareError::Io {
         path: path.to_path_buf(),
         source,
@@ -149,6 +152,7 @@ pub fn prepared_dir(data_dir: &Path, env: &Environment, profile: Option<&str>) -
 struct Target<'a> {
     env: &'a Environment,
     profile: Option<String>,
+    data_dir: PathBuf,
     dir: PathBuf,
     settings: Option<&'a Prepare>,
 }
@@ -163,6 +167,7 @@ impl<'a> Target<'a> {
         let profile = env.scoring(profile)?.profile;
         Ok(Target {
             env,
+            data_dir: data_dir.to_path_buf(),
             dir: prepared_dir(data_dir, env, profile.as_deref()),
             profile,
             settings: env.manifest.prepare.as_ref(),
@@ -185,14 +190,12 @@ impl<'a> Target<'a> {
         }
     }
 
-    fn venv(&self) -> Option<PathBuf> {
-        let settings = self.settings?;
-        settings.requirements.as_ref()?;
-        Some(self.dir.join(VENV_DIR))
+    /// Whether the preparation has a venv (`[prepare] requirements`).
+    fn wants_venv(&self) -> bool {
+        self.settings.is_some_and(|s| s.requirements.is_some())
     }
 
-    fn prepared(&self) -> Prepared {
-        let venv = self.venv();
+    fn prepared(&self, venv: Option<PathBuf>) -> Prepared {
         Prepared {
             dir: self.dir.clone(),
             bin_dir: venv.as_ref().map(|v| v.join("bin")),
@@ -208,11 +211,11 @@ impl<'a> Target<'a> {
             .unwrap_or_default()
     }
 
-    /// The command's argv with `{python}`, `{env}` and `{prepared}` replaced.
-    fn command(&self, settings: &Prepare) -> Vec<String> {
-        let python = self
-            .venv()
-            .map(|v| venv_python(&v).to_string_lossy().into_owned())
+    /// The command's argv with `{python}` (the venv's; "" without one),
+    /// `{env}` and `{prepared}` replaced.
+    fn command(&self, settings: &Prepare, venv: Option<&Path>) -> Vec<String> {
+        let python = venv
+            .map(|v| venv_python(v).to_string_lossy().into_owned())
             .unwrap_or_default();
         let env_dir = self.env.dir.to_string_lossy();
         let dir = self.dir.to_string_lossy();
@@ -243,7 +246,7 @@ impl<'a> Target<'a> {
         // Scripts the command runs from the environment folder: editing one
         // must cause a re-preparation just like editing requirements.txt.
         files.extend(
-            self.command(settings)
+            self.command(settings, None)
                 .iter()
                 .map(PathBuf::from)
                 .filter(|p| p.starts_with(&self.env.dir) && p.is_file()),
@@ -259,7 +262,7 @@ impl<'a> Target<'a> {
     /// `check` on an already-resolved target.
     fn check(&self) -> Result<Prepared, PrepareError> {
         let Some(settings) = self.settings else {
-            return Ok(self.prepared());
+            return Ok(self.prepared(None));
         };
         let record = match Record::load(&self.dir) {
             Ok(Some(record)) => record,
@@ -274,11 +277,23 @@ impl<'a> Target<'a> {
                 command: self.fix_command(),
             });
         }
-        let problems = record.damage(&self.dir, self.venv().is_some());
+        let mut problems = Vec::new();
+        let venv = match (&record.venv, self.wants_venv()) {
+            (Some(key), true) => {
+                problems.extend(venv::damage(&self.data_dir, key, &record.venv_packages));
+                Some(venv::venv_path(&self.data_dir, key))
+            }
+            (None, true) => {
+                problems.push(format!("{RECORD_FILE} names no venv"));
+                None
+            }
+            (_, false) => None,
+        };
+        problems.extend(record.damage(&self.dir));
         if !problems.is_empty() {
             return Err(self.damaged(problems));
         }
-        Ok(self.prepared())
+        Ok(self.prepared(venv))
     }
 
     fn not_prepared(&self) -> PrepareError {
@@ -299,8 +314,9 @@ impl<'a> Target<'a> {
 
 /// Checks a preparation before a session starts: the record must exist, its
 /// inputs (the `[prepare]` settings, requirements, command scripts) must be
-/// unchanged, and every recorded file and venv package must still be there
-/// with its hash. Environments without `[prepare]` always pass (venv `None`).
+/// unchanged, every recorded file must still be there with its hash, and the
+/// shared venv it names must be complete (its marker) with the recorded
+/// packages. Environments without `[prepare]` always pass (venv `None`).
 pub fn check(
     env: &Environment,
     profile: Option<&str>,
@@ -312,9 +328,10 @@ pub fn check(
 /// Makes everything a session needs on this machine; reuses what is already
 /// there and valid. Prints progress lines to `log`.
 ///
-/// Intact → nothing runs. Otherwise the venv is rebuilt only if its
-/// requirements changed or it is broken; files that changed since the last
-/// preparation are deleted; the command is rerun; the record is rewritten.
+/// Intact → nothing runs. Otherwise the shared venv for the requirements is
+/// reused when complete, else built (under its own lock); files that changed
+/// since the last preparation are deleted; the command is rerun; the record
+/// is rewritten.
 pub fn prepare(
     env: &Environment,
     profile: Option<&str>,
@@ -324,7 +341,7 @@ pub fn prepare(
     let target = Target::new(env, profile, data_dir)?;
     let Some(settings) = target.settings else {
         let _ = writeln!(log, "{}: nothing to prepare", target.who());
-        return Ok(target.prepared());
+        return Ok(target.prepared(None));
     };
     let started = Instant::now();
     fs::create_dir_all(&target.dir).map_err(io_error(&target.dir))?;
@@ -358,13 +375,7 @@ pub fn prepare(
     if let Some(old) = &old {
         remove_changed_files(&target.dir, old, log)?;
     }
-
-    if let Some(venv) = target.venv() {
-        ensure_venv(&target, settings, &venv, old.as_ref(), timeout, log)?;
-    }
-    if !settings.command.is_empty() {
-        run_command(&target, settings, timeout, log)?;
-    }
+    remove_legacy_venv(&target.dir, log)?;
 
     let mut record = Record::new(
         env.id(),
@@ -372,9 +383,19 @@ pub fn prepare(
         &env.manifest_hash,
         inputs,
     );
-    if let Some(venv) = target.venv() {
-        record.venv_packages = venv_packages(&venv);
+    let mut venv = None;
+    if let Some(requirements) = &settings.requirements {
+        let spec = venv::Spec::probe(&settings.python, &env.dir.join(requirements))?;
+        let (path, packages) = venv::ensure(data_dir, &spec, &target.dir, timeout, log)?;
+        record.venv = Some(spec.key());
+        record.venv_packages = packages;
+        venv = Some(path);
     }
+    let prepared = target.prepared(venv);
+    if !settings.command.is_empty() {
+        run_command(&target, &prepared, settings, timeout, log)?;
+    }
+
     record.files = record::hash_outputs(&target.dir).map_err(io_error(&target.dir))?;
     record.save(&target.dir).map_err(io_error(&target.dir))?;
     let _ = writeln!(
@@ -384,20 +405,19 @@ pub fn prepare(
         started.elapsed().as_secs_f64(),
         record.files.len()
     );
-    Ok(target.prepared())
+    Ok(prepared)
 }
 
 /// Runs `[prepare] command` in the preparation folder with the venv first on
 /// PATH, the profile's `prepare_env` and the REBENCH_* variables.
 fn run_command(
     target: &Target,
+    prepared: &Prepared,
     settings: &Prepare,
     timeout: Duration,
     log: &mut dyn Write,
 ) -> Result<(), PrepareError> {
-    let mut vars = target
-        .prepared()
-        .session_env(std::env::var_os("PATH").as_deref());
+    let mut vars = prepared.session_env(std::env::var_os("PATH").as_deref());
     vars.extend(target.prepare_env());
     // Last, so a prepare_env cannot override them.
     vars.extend([
@@ -414,7 +434,7 @@ fn run_command(
             target.dir.to_string_lossy().into_owned(),
         ),
     ]);
-    let argv = target.command(settings);
+    let argv = target.command(settings, prepared.venv.as_deref());
     let _ = writeln!(log, "running {}", argv.join(" "));
     step::run(
         &step::Step {
@@ -446,106 +466,50 @@ fn lock(target: &Target, log: &mut dyn Write) -> Result<fs::File, PrepareError> 
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let path = target.dir.with_file_name(format!(".{name}.lock"));
-    let file = fs::File::create(&path).map_err(io_error(&path))?;
+    lock_file(&path, log, || {
+        format!(
+            "waiting for another `rebench env prepare` of {} to finish",
+            target.who()
+        )
+    })
+}
+
+/// An exclusive lock on `path` (created if needed), held until the returned
+/// file is dropped; the OS releases it if the process dies. Logs `waiting()`
+/// before blocking on someone else's lock.
+pub(crate) fn lock_file(
+    path: &Path,
+    log: &mut dyn Write,
+    waiting: impl FnOnce() -> String,
+) -> Result<fs::File, PrepareError> {
+    let file = fs::File::create(path).map_err(io_error(path))?;
     match file.try_lock() {
         Ok(()) => Ok(file),
         Err(fs::TryLockError::WouldBlock) => {
-            let _ = writeln!(
-                log,
-                "waiting for another `rebench env prepare` of {} to finish",
-                target.who()
-            );
-            file.lock().map_err(io_error(&path))?;
+            let _ = writeln!(log, "{}", waiting());
+            file.lock().map_err(io_error(path))?;
             Ok(file)
         }
-        Err(fs::TryLockError::Error(source)) => Err(PrepareError::Io { path, source }),
+        Err(fs::TryLockError::Error(source)) => Err(PrepareError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 
-/// Makes the venv and installs the requirements, unless the venv already
-/// holds exactly what the last preparation installed from the same inputs.
-fn ensure_venv(
-    target: &Target,
-    settings: &Prepare,
-    venv: &Path,
-    old: Option<&Record>,
-    timeout: Duration,
-    log: &mut dyn Write,
-) -> Result<(), PrepareError> {
-    let Some(requirements) = &settings.requirements else {
-        return Ok(());
-    };
-    let requirements = target.env.dir.join(requirements);
-    let wanted = venv_fingerprint(settings, &requirements)?;
-    let marker = venv.join(VENV_MARKER);
-    let same_inputs = fs::read_to_string(&marker).is_ok_and(|m| m == wanted);
-    // Without an old record (the last run failed after pip), the marker vouches alone.
-    let intact = fs::metadata(venv_python(venv)).is_ok()
-        && old.is_none_or(|r| venv_damage(venv, &r.venv_packages).is_empty());
-    if same_inputs && intact {
-        let _ = writeln!(log, "reusing the venv in {}", venv.display());
+/// Removes the venv a format-1 preparation kept in its own folder (~5 GB
+/// for torch): venvs live in `<data-dir>/venvs` now.
+fn remove_legacy_venv(dir: &Path, log: &mut dyn Write) -> Result<(), PrepareError> {
+    let legacy = dir.join(LEGACY_VENV_DIR);
+    if !legacy.join("pyvenv.cfg").is_file() {
         return Ok(());
     }
-    if venv.exists() {
-        let _ = writeln!(log, "removing the old venv");
-        fs::remove_dir_all(venv).map_err(io_error(venv))?;
-    }
-    let venv_text = venv.to_string_lossy().into_owned();
     let _ = writeln!(
         log,
-        "creating a venv: {} -m venv {venv_text}",
-        settings.python
+        "removing the old venv {} (venvs are shared in {VENVS_DIR}/ now)",
+        legacy.display()
     );
-    let argv = [
-        settings.python.clone(),
-        "-m".into(),
-        "venv".into(),
-        venv_text,
-    ];
-    step::run(
-        &step::Step {
-            name: "creating the venv",
-            argv: &argv,
-            cwd: &target.dir,
-            env: &[],
-            timeout,
-        },
-        log,
-    )?;
-    let _ = writeln!(
-        log,
-        "installing {} (pip output follows)",
-        requirements.display()
-    );
-    let argv = [
-        venv_python(venv).to_string_lossy().into_owned(),
-        "-m".into(),
-        "pip".into(),
-        "install".into(),
-        "--disable-pip-version-check".into(),
-        "--no-input".into(),
-        "--progress-bar".into(),
-        "off".into(),
-        "-r".into(),
-        requirements.to_string_lossy().into_owned(),
-    ];
-    step::run(
-        &step::Step {
-            name: "pip install",
-            argv: &argv,
-            cwd: &target.dir,
-            env: &[],
-            timeout,
-        },
-        log,
-    )?;
-    fs::write(&marker, wanted).map_err(io_error(&marker))
-}
-
-/// What the venv is built from: interpreter name and requirements text.
-fn venv_fingerprint(settings: &Prepare, requirements: &Path) -> Result<String, PrepareError> {
-    let hash = record::hash_entry(requirements).map_err(io_error(requirements))?;
-    Ok(format!("python={}\nrequirements={hash}\n", settings.python))
+    fs::remove_dir_all(&legacy).map_err(io_error(&legacy))
 }
 
 /// Deletes recorded files whose content changed, so the command rebuilds
@@ -688,11 +652,8 @@ mod tests {
         fs::write(env.dir.join("make.py"), "print(1)\n").unwrap();
         let target = Target::new(&env, Some("smoke"), tmp.path()).unwrap();
         let settings = target.settings.unwrap();
-        let argv = target.command(settings);
-        assert_eq!(
-            argv[0],
-            target.dir.join("venv/bin/python").to_string_lossy()
-        );
+        let argv = target.command(settings, Some(Path::new("/data/venvs/k")));
+        assert_eq!(argv[0], "/data/venvs/k/bin/python");
         assert_eq!(argv[1], format!("{}/make.py", env.dir.display()));
         assert_eq!(argv[2], format!("{}/out", target.dir.display()));
         let inputs = target.inputs(settings).unwrap();

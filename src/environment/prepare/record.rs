@@ -10,9 +10,11 @@ use std::path::{Path, PathBuf};
 
 /// The record, written last (atomically) so a half-done preparation has none.
 pub const RECORD_FILE: &str = "prepared.json";
-/// The virtual environment inside the preparation folder.
-pub const VENV_DIR: &str = "venv";
-const FORMAT: u32 = 1;
+/// Where format-1 preparations kept their own venv; such a folder is
+/// removed by the next `prepare` (venvs are shared now) and never hashed.
+pub const LEGACY_VENV_DIR: &str = "venv";
+/// 2: the venv is shared, `<data-dir>/venvs/<venv>`.
+const FORMAT: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
@@ -26,6 +28,8 @@ pub struct Record {
     /// profile's prepare_env), the requirements file, files the command
     /// names, each with its sha256. Any difference means "outdated".
     pub inputs: BTreeMap<String, String>,
+    /// The shared venv's key (`<data-dir>/venvs/<key>`), with `[prepare] requirements`.
+    pub venv: Option<String>,
     /// `*.dist-info` folder names in the venv: a cheap fingerprint of what pip installed.
     pub venv_packages: Vec<String>,
     /// Every file the preparation holds outside the venv → sha256.
@@ -46,6 +50,7 @@ impl Record {
             profile: profile.map(str::to_string),
             manifest_hash: manifest_hash.to_string(),
             inputs,
+            venv: None,
             venv_packages: Vec::new(),
             files: BTreeMap::new(),
             prepared_at: chrono::Utc::now().to_rfc3339(),
@@ -95,13 +100,11 @@ impl Record {
         names
     }
 
-    /// What is wrong with the preparation in `dir` compared with this record,
-    /// e.g. "data/x.bin changed", "venv/bin/python missing"; empty = intact.
-    pub fn damage(&self, dir: &Path, has_venv: bool) -> Vec<String> {
+    /// What is wrong with the files in `dir` compared with this record,
+    /// e.g. "data/x.bin changed"; empty = intact. The venv is checked apart
+    /// (`venv::damage`): it lives outside `dir`.
+    pub fn damage(&self, dir: &Path) -> Vec<String> {
         let mut problems = Vec::new();
-        if has_venv {
-            problems.extend(venv_damage(&dir.join(VENV_DIR), &self.venv_packages));
-        }
         for (rel, expected) in &self.files {
             match hash_entry(&dir.join(rel)) {
                 Ok(hash) if &hash == expected => {}
@@ -114,32 +117,6 @@ impl Record {
         }
         problems
     }
-}
-
-pub fn venv_damage(venv: &Path, recorded: &[String]) -> Vec<String> {
-    // metadata follows the symlink: a removed base interpreter shows up here.
-    if fs::metadata(venv_python(venv)).is_err() {
-        return vec![format!("{VENV_DIR}/bin/python missing")];
-    }
-    let now = venv_packages(venv);
-    let missing: Vec<&str> = recorded
-        .iter()
-        .filter(|p| !now.contains(p))
-        .map(String::as_str)
-        .collect();
-    let added: Vec<&str> = now
-        .iter()
-        .filter(|p| !recorded.contains(p))
-        .map(String::as_str)
-        .collect();
-    let mut problems = Vec::new();
-    if !missing.is_empty() {
-        problems.push(format!("venv packages missing: {}", missing.join(", ")));
-    }
-    if !added.is_empty() {
-        problems.push(format!("venv packages added: {}", added.join(", ")));
-    }
-    problems
 }
 
 pub fn venv_python(venv: &Path) -> PathBuf {
@@ -186,7 +163,7 @@ pub fn hash_bytes(bytes: &[u8]) -> String {
     format!("{:x}", Sha256::digest(bytes))
 }
 
-/// Every file under `dir` except the venv and the record itself, as
+/// Every file under `dir` except a legacy venv and the record itself, as
 /// '/'-separated relative path → sha256.
 pub fn hash_outputs(dir: &Path) -> io::Result<BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
@@ -213,7 +190,7 @@ fn walk(dir: &Path, prefix: &str, out: &mut BTreeMap<String, String>) -> io::Res
 
 /// Top-level names that are rebench's own, not the preparation's output.
 fn is_bookkeeping(name: &str) -> bool {
-    name == VENV_DIR || name == RECORD_FILE || name == format!("{RECORD_FILE}.tmp")
+    name == LEGACY_VENV_DIR || name == RECORD_FILE || name == format!("{RECORD_FILE}.tmp")
 }
 
 #[cfg(test)]
@@ -242,37 +219,33 @@ mod tests {
     }
 
     #[test]
-    fn damage_names_changed_missing_files_and_venv_packages() {
+    fn damage_names_changed_and_missing_files() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
         write(&dir.join("a.txt"), "a");
         write(&dir.join("b.txt"), "b");
         write(&dir.join("venv/bin/python"), "");
-        write(
-            &dir.join("venv/lib/python3.11/site-packages/torch-2.dist-info/RECORD"),
-            "",
-        );
         let mut record = Record::new("x", None, "m", BTreeMap::new());
         record.files = hash_outputs(dir).unwrap();
-        record.venv_packages = venv_packages(&dir.join(VENV_DIR));
-        assert_eq!(record.venv_packages, vec!["torch-2.dist-info"]);
-        assert!(record.damage(dir, true).is_empty());
+        assert!(record.damage(dir).is_empty());
 
         write(&dir.join("a.txt"), "changed");
         fs::remove_file(dir.join("b.txt")).unwrap();
-        fs::remove_dir_all(dir.join("venv/lib/python3.11/site-packages/torch-2.dist-info"))
-            .unwrap();
-        assert_eq!(
-            record.damage(dir, true),
-            vec![
-                "venv packages missing: torch-2.dist-info",
-                "a.txt changed",
-                "b.txt missing"
-            ]
-        );
         fs::remove_file(dir.join("venv/bin/python")).unwrap();
-        assert_eq!(record.damage(dir, true)[0], "venv/bin/python missing");
-        assert_eq!(record.damage(dir, false).len(), 2);
+        assert_eq!(record.damage(dir), vec!["a.txt changed", "b.txt missing"]);
+    }
+
+    #[test]
+    fn packages_are_the_dist_info_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        let venv = tmp.path();
+        write(
+            &venv.join("lib/python3.11/site-packages/torch-2.dist-info/RECORD"),
+            "",
+        );
+        write(&venv.join("lib/python3.11/site-packages/torch/x.py"), "");
+        assert_eq!(venv_packages(venv), vec!["torch-2.dist-info"]);
+        assert!(venv_packages(&venv.join("nowhere")).is_empty());
     }
 
     #[test]
