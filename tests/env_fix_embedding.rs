@@ -1,0 +1,417 @@
+//! The bundled fix-embedding environment, smoke profile (CPU): it validates,
+//! `prepare` trains its two small models and permutes the large one's
+//! embedding, and the real scorer, run the way the server runs it, scores
+//! the starting solution ~0, the reference ~1, and wrong submissions,
+//! changed provided files and protected-file changes as invalid.
+//!
+//! A session workspace is the environment's `workspace/` with the
+//! preparation's `workspace/` folder (the models and tokens `prepare`
+//! made) laid over it, as the server assembles it; the participant then
+//! runs `python3 solve.py` to write `fixed_model.pth`, and so do these tests.
+//!
+//! The preparation goes to `$REBENCH_TORCH_TEST_DATA` or else
+//! `target/tmp/torch-envs`, the data dir shared by all torch environment
+//! tests, and is reused across runs (the first one installs torch from PyPI
+//! into the shared venv: a few minutes, ~5 GB; then ~1 minute of training).
+//! Without network the tests print "SKIPPED: ..." to the real stderr and
+//! pass, unless `REBENCH_REQUIRE_TORCH=1`, which makes that a failure (CI).
+
+use rebench::environment::files::{copy_workspace, overlay};
+use rebench::environment::prepare::{Prepared, check, prepare};
+use rebench::environment::{Environment, ScoringPlan, validate};
+use rebench::scoring::{OUTPUT_LIMIT, ScorerInvocation, ScorerOutcome, protected, run_scorer};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+
+const PROFILE: &str = "smoke";
+
+fn env_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("environments/fix-embedding")
+}
+
+fn environment() -> Environment {
+    Environment::load(&env_dir()).unwrap()
+}
+
+/// The data dir every torch environment test prepares into, so they share
+/// one torch venv (`<data>/venvs/<key>`, same requirements.txt).
+fn data_dir() -> PathBuf {
+    match std::env::var_os("REBENCH_TORCH_TEST_DATA") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => Path::new(env!("CARGO_TARGET_TMPDIR")).join("torch-envs"),
+    }
+}
+
+/// Straight to fd 2: libtest captures `eprintln!`, and a skip must be seen.
+fn loud(message: &str) {
+    let _ = writeln!(std::io::stderr(), "\n{message}\n");
+}
+
+/// The smoke preparation, made once per test binary (the other tests wait).
+fn prepared() -> Option<&'static Prepared> {
+    static PREPARED: OnceLock<Option<Prepared>> = OnceLock::new();
+    PREPARED
+        .get_or_init(|| {
+            let env = environment();
+            let data = data_dir();
+            if let Ok(ready) = check(&env, Some(PROFILE), &data) {
+                return Some(ready);
+            }
+            loud(&format!(
+                "preparing fix-embedding (smoke) in {}: torch venv, then ~1 minute of training",
+                data.display()
+            ));
+            let mut log = Vec::new();
+            match prepare(&env, Some(PROFILE), &data, &mut log) {
+                Ok(ready) => Some(ready),
+                Err(e) => {
+                    let text = format!(
+                        "SKIPPED: fix-embedding tests did not run: could not prepare the \
+                         smoke profile (torch not installable here?): {e}"
+                    );
+                    if std::env::var_os("REBENCH_REQUIRE_TORCH").is_some_and(|v| v == "1") {
+                        panic!("{text}\n{}", String::from_utf8_lossy(&log));
+                    }
+                    loud(&text);
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+/// A session workspace as the server lays it out: `workspace/`, then the
+/// preparation's `workspace/` files, then (optionally) `reference/`.
+fn workspace(
+    env: &Environment,
+    ready: &Prepared,
+    with_reference: bool,
+) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    copy_workspace(&env.workspace_dir(), &ws).unwrap();
+    overlay(&ready.dir.join("workspace"), &ws).unwrap();
+    if with_reference {
+        overlay(&env.reference_dir().unwrap(), &ws).unwrap();
+    }
+    (tmp, ws)
+}
+
+/// Runs `python3 <args>` in `ws` as a session shell would: the venv first on
+/// PATH, and no `REBENCH_PREPARED` (the participant never gets it).
+fn python(ready: &Prepared, ws: &Path, args: &[&str]) {
+    let output = Command::new("python3")
+        .args(args)
+        .current_dir(ws)
+        .envs(ready.session_env(std::env::var_os("PATH").as_deref()))
+        .env_remove("REBENCH_PREPARED")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "python3 {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Runs the official scorer as the server does: protected files checked
+/// first, cwd = workspace, the protocol's variables plus the preparation's.
+fn score(
+    plan: &ScoringPlan,
+    ready: &Prepared,
+    ws: &Path,
+    protected_at_start: &BTreeMap<String, String>,
+    extra_env: &[(&str, &str)],
+) -> ScorerOutcome {
+    if let Err(message) = protected::check_files(ws, protected_at_start) {
+        return ScorerOutcome {
+            valid: false,
+            raw: None,
+            message,
+            scorer_message: serde_json::Value::Null,
+            details: serde_json::Value::Null,
+            output: String::new(),
+            exit_code: None,
+            duration_ms: 0,
+        };
+    }
+    let env_dir = env_dir().canonicalize().unwrap();
+    let mut vars: Vec<(String, String)> = plan.scorer_env(&env_dir, ws).into_iter().collect();
+    vars.extend(ready.scorer_env(std::env::var_os("PATH").as_deref()));
+    vars.extend(
+        extra_env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
+    // One scorer at a time, so parallel tests do not crowd two CPU cores.
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let invocation = ScorerInvocation {
+        argv: plan.argv(&env_dir, ws),
+        cwd: ws.to_path_buf(),
+        env: vars,
+        env_remove: Vec::new(),
+        timeout: plan.timeout,
+        output_limit: OUTPUT_LIMIT,
+    };
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(run_scorer(&invocation))
+}
+
+fn smoke_plan(env: &Environment) -> ScoringPlan {
+    env.scoring(Some(PROFILE)).unwrap()
+}
+
+/// Scores `ws`, which must be valid: (raw loss, normalized score).
+fn normalized(plan: &ScoringPlan, ready: &Prepared, ws: &Path) -> (f64, f64) {
+    let hashes = protected::hash_files(ws, &plan.protected).unwrap();
+    let outcome = score(plan, ready, ws, &hashes, &[]);
+    assert!(outcome.valid, "{outcome:#?}");
+    let raw = outcome.raw.unwrap();
+    (raw, plan.normalizer.normalize(raw).unwrap())
+}
+
+/// The error an invalid attempt reports; the server shows the same text.
+fn invalid_error(outcome: &ScorerOutcome) -> String {
+    assert!(!outcome.valid, "expected invalid: {outcome:#?}");
+    let error = outcome.scorer_message["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        outcome.message.contains(&error),
+        "{} vs {error}",
+        outcome.message
+    );
+    error
+}
+
+#[test]
+fn bundled_environment_validates() {
+    let problems = validate(&env_dir());
+    assert!(problems.is_empty(), "{problems:#?}");
+    let env = environment();
+    assert_eq!(env.id(), "fix-embedding");
+    assert!(env.reference_dir().is_some());
+    assert_eq!(env.hardware().gpus, 1);
+    assert_eq!(env.hardware_for(Some(PROFILE)).gpus, 0);
+    let full = env.scoring(None).unwrap();
+    assert_eq!(full.profile.as_deref(), Some("full"));
+    assert_eq!(full.normalizer.starting, 10.5);
+    assert_eq!(full.normalizer.reference, 2.8);
+    assert_eq!(full.env["FIX_EMBEDDING_DEVICE"], "cuda");
+    let smoke = smoke_plan(&env);
+    assert_eq!(smoke.env["FIX_EMBEDDING_DEVICE"], "cpu");
+    assert!(smoke.normalizer.reference < smoke.normalizer.starting);
+    assert_eq!(smoke.protected, vec!["model.py", "score.py"]);
+    // Same requirements as every torch environment: one shared venv.
+    let ours = std::fs::read(env_dir().join("requirements.txt")).unwrap();
+    let kernel = std::fs::read(env_dir().join("../optimize-kernel/requirements.txt")).unwrap();
+    assert_eq!(ours, kernel);
+}
+
+#[test]
+fn starting_scores_about_zero_and_reference_about_one() {
+    let Some(ready) = prepared() else { return };
+    let env = environment();
+    let plan = smoke_plan(&env);
+
+    let (_a, start_ws) = workspace(&env, ready, false);
+    python(ready, &start_ws, &["solve.py"]);
+    let (start_raw, start) = normalized(&plan, ready, &start_ws);
+    let (_b, ref_ws) = workspace(&env, ready, true);
+    python(ready, &ref_ws, &["solve.py"]);
+    let (ref_raw, reference) = normalized(&plan, ready, &ref_ws);
+    loud(&format!(
+        "fix-embedding smoke: starting loss {start_raw:.6} (normalized {start:.4}), \
+         reference loss {ref_raw:.6} (normalized {reference:.4})"
+    ));
+    // Deterministic on one machine (the manifest's values, spread 0); the
+    // bounds allow for another CPU or Python version changing the models.
+    assert!(
+        start <= 0.05,
+        "starting normalized {start} (loss {start_raw})"
+    );
+    assert!(
+        (0.9..=1.1).contains(&reference),
+        "reference normalized {reference} (loss {ref_raw})"
+    );
+    assert!(ref_raw + 2.0 < start_raw, "{ref_raw} vs {start_raw}");
+    // The workspace's own check agrees that the fix worked.
+    python(ready, &ref_ws, &["score.py"]);
+    assert!(!start_ws.join("__pycache__").exists());
+}
+
+#[test]
+fn a_workspace_without_a_fixed_model_is_invalid() {
+    let Some(ready) = prepared() else { return };
+    let env = environment();
+    let plan = smoke_plan(&env);
+    let (_tmp, ws) = workspace(&env, ready, false);
+    let hashes = protected::hash_files(&ws, &plan.protected).unwrap();
+    let error = invalid_error(&score(&plan, ready, &ws, &hashes, &[]));
+    assert!(
+        error.contains("no fixed_model.pth in the workspace"),
+        "{error}"
+    );
+}
+
+#[test]
+fn wrong_submissions_are_invalid_with_a_reason() {
+    let Some(ready) = prepared() else { return };
+    let env = environment();
+    let plan = smoke_plan(&env);
+    // Each case writes the file OUT with a line of Python (after `import
+    // torch; from model import *; m = load_model('large_model.pth')`); one
+    // Python run writes them all, then each is scored as fixed_model.pth.
+    let cases = [
+        (
+            "the small model",
+            "import shutil; shutil.copy('small_model.pth', OUT)",
+            "architecture changed: config differs from the large model's: n_embd 32 (expected 64), n_head 2 (expected 4), n_layer 2 (expected 4)",
+        ),
+        (
+            "an extra embedding row",
+            "sd = m.state_dict(); sd['transformer.wte.weight'] = torch.cat([sd['transformer.wte.weight'], \
+             sd['transformer.wte.weight'][:1]]); torch.save(sd, OUT)",
+            "shape mismatch for transformer.wte.weight: got (1025, 64), expected (1024, 64)",
+        ),
+        (
+            "a missing layer norm",
+            "sd = m.state_dict(); del sd['transformer.ln_f.bias']; torch.save(sd, OUT)",
+            "parameter names do not match the model class: missing transformer.ln_f.bias",
+        ),
+        (
+            "an untied output layer",
+            "sd = m.state_dict(); sd['lm_head.weight'] = sd['transformer.wte.weight'].clone(); \
+             torch.save({'model': sd}, OUT)",
+            "parameter names do not match the model class: unexpected lm_head.weight",
+        ),
+        (
+            "NaN weights",
+            "sd = m.state_dict(); sd['transformer.h.0.mlp.c_fc.weight'][0, 0] = float('nan'); \
+             torch.save(sd, OUT)",
+            "transformer.h.0.mlp.c_fc.weight contains NaN or infinite values",
+        ),
+        (
+            "a pickled module",
+            "torch.save(m, OUT)",
+            "could not load fixed_model.pth with torch.load(weights_only=True)",
+        ),
+        (
+            "not a torch file",
+            "open(OUT, 'w').write('hello')",
+            "(it is not a file written by torch.save)",
+        ),
+    ];
+    let (_tmp, ws) = workspace(&env, ready, false);
+    let mut program =
+        String::from("import torch\nfrom model import *\nm = load_model('large_model.pth')\n");
+    for (i, (_, code, _)) in cases.iter().enumerate() {
+        program.push_str(&format!("OUT = 'wrong{i}.pth'\n{code}\n"));
+    }
+    python(ready, &ws, &["-c", &program]);
+    let hashes = protected::hash_files(&ws, &plan.protected).unwrap();
+    for (i, (what, _, expected)) in cases.iter().enumerate() {
+        std::fs::copy(ws.join(format!("wrong{i}.pth")), ws.join("fixed_model.pth")).unwrap();
+        let error = invalid_error(&score(&plan, ready, &ws, &hashes, &[]));
+        assert!(error.contains(expected), "{what}: {error:?}");
+    }
+}
+
+#[test]
+fn changed_provided_or_protected_files_are_caught() {
+    let Some(ready) = prepared() else { return };
+    let env = environment();
+    let plan = smoke_plan(&env);
+
+    // model.py and score.py: the server's protected-file check.
+    let (_a, ws) = workspace(&env, ready, false);
+    python(ready, &ws, &["solve.py"]);
+    let at_start = protected::hash_files(&ws, &plan.protected).unwrap();
+    let mut text = std::fs::read_to_string(ws.join("model.py")).unwrap();
+    text.push_str("\n# tweaked\n");
+    std::fs::write(ws.join("model.py"), text).unwrap();
+    let outcome = score(&plan, ready, &ws, &at_start, &[]);
+    assert!(!outcome.valid);
+    assert_eq!(outcome.message, "protected file changed: model.py");
+
+    // The provided models come from the preparation, not from workspace/:
+    // the scorer itself compares them with the hashes `prepare` recorded.
+    let (_b, ws) = workspace(&env, ready, false);
+    python(ready, &ws, &["solve.py"]);
+    python(
+        ready,
+        &ws,
+        &[
+            "-c",
+            "import torch; from model import *; m = load_model('large_model.pth'); \
+             torch.nn.init.zeros_(m.transformer.wte.weight); save_model(m, 'large_model.pth')",
+        ],
+    );
+    let hashes = protected::hash_files(&ws, &plan.protected).unwrap();
+    let error = invalid_error(&score(&plan, ready, &ws, &hashes, &[]));
+    assert!(
+        error.starts_with("protected file changed: large_model.pth"),
+        "{error}"
+    );
+
+    let (_c, ws) = workspace(&env, ready, false);
+    python(ready, &ws, &["solve.py"]);
+    std::fs::remove_file(ws.join("small_model.pth")).unwrap();
+    let hashes = protected::hash_files(&ws, &plan.protected).unwrap();
+    let error = invalid_error(&score(&plan, ready, &ws, &hashes, &[]));
+    assert!(
+        error.starts_with("protected file missing: small_model.pth"),
+        "{error}"
+    );
+}
+
+#[test]
+fn full_profile_without_a_gpu_is_invalid_with_a_reason() {
+    let Some(ready) = prepared() else { return };
+    let env = environment();
+    let plan = env.scoring(Some("full")).unwrap();
+    let (_tmp, ws) = workspace(&env, ready, false);
+    python(ready, &ws, &["solve.py"]);
+    let hashes = protected::hash_files(&ws, &plan.protected).unwrap();
+    // CUDA_VISIBLE_DEVICES="" hides any GPU, so this holds on GPU machines too.
+    let outcome = score(&plan, ready, &ws, &hashes, &[("CUDA_VISIBLE_DEVICES", "")]);
+    let error = invalid_error(&outcome);
+    assert!(
+        error.contains("this profile scores on a CUDA GPU"),
+        "{error}"
+    );
+}
+
+/// The full profile needs internet and a GPU; its download, conversion and
+/// tokenizing code is checked offline on synthetic data instead.
+#[test]
+fn full_profile_download_code_works_offline() {
+    let Some(ready) = prepared() else { return };
+    let dir = env_dir();
+    let output = Command::new("python3")
+        .arg(dir.join("prepare/selftest_full.py"))
+        .arg(dir.join("workspace/model.py"))
+        .arg(dir.join("prepare/full_download.py"))
+        .envs(ready.session_env(std::env::var_os("PATH").as_deref()))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.trim_end().ends_with("ok"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
