@@ -48,6 +48,7 @@ async fn main() -> anyhow::Result<()> {
             budget_s: Some(3600),
             profile: None,
             allow_missing_hardware: true,
+            no_input_recording: false,
         }))
         .await?;
     let _: SessionView = client

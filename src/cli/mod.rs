@@ -156,6 +156,9 @@ pub struct NewArgs {
     /// Start even when the machine lacks the environment's hardware (recorded on the session).
     #[arg(long)]
     pub allow_missing_hardware: bool,
+    /// Do not record keystrokes (terminal output is always recorded).
+    #[arg(long)]
+    pub no_input_recording: bool,
 }
 
 /// Runs the CLI; returns the process exit code.

@@ -233,6 +233,7 @@ async fn create(
         budget_s,
         profile: args.profile,
         allow_missing_hardware: args.allow_missing_hardware,
+        no_input_recording: args.no_input_recording,
     };
     Ok(client.call(Request::CreateSession(request)).await?)
 }

@@ -28,6 +28,28 @@ pub struct Manifest {
     /// What `rebench env prepare` must install or build before a session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prepare: Option<Prepare>,
+    /// What the terminal recording keeps.
+    #[serde(default)]
+    pub recording: RecordingSettings,
+}
+
+/// `[recording]`: terminal output, resizes and exits are always recorded;
+/// keystrokes only when `input` is true (the default).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordingSettings {
+    #[serde(default = "default_true")]
+    pub input: bool,
+}
+
+impl Default for RecordingSettings {
+    fn default() -> Self {
+        RecordingSettings { input: true }
+    }
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_instructions() -> String {

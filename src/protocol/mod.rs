@@ -238,6 +238,9 @@ pub struct CreateSession {
     pub profile: Option<String>,
     #[serde(default)]
     pub allow_missing_hardware: bool,
+    /// Keystrokes are not recorded (a cohort's setting; output always is).
+    #[serde(default)]
+    pub no_input_recording: bool,
 }
 
 fn default_kind() -> Kind {

@@ -123,6 +123,9 @@ pub struct SessionView {
     pub aggregate: String,
     pub allow_missing_hardware: bool,
     pub hardware_missing: Vec<String>,
+    /// Whether keystrokes are recorded (terminal output always is).
+    #[serde(default = "default_true")]
+    pub records_input: bool,
     /// Workspace files the participant must not change.
     #[serde(default)]
     pub protected: Vec<String>,
@@ -185,6 +188,7 @@ impl SessionView {
             allow_missing_hardware: meta.allow_missing_hardware,
             hardware_missing: meta.hardware_missing.clone(),
             protected: meta.scoring.protected.clone(),
+            records_input: meta.record_input,
             pauses: state
                 .pauses
                 .iter()
@@ -300,4 +304,8 @@ pub struct RecordingPage {
     pub chunks: Vec<ChunkView>,
     /// Pass as `from` for the next page; null at the end.
     pub next: Option<u64>,
+}
+
+fn default_true() -> bool {
+    true
 }

@@ -664,15 +664,13 @@ async fn open_shell(
     let id = host.next_shell_id();
     let clock_host = host.clone();
     let active: super::shells::ActiveClock = Arc::new(move || clock_host.active_ms());
-    let shell = ShellHost::spawn(
-        &host.meta.id,
-        id,
-        &spec,
-        hub.store.clone(),
+    let recorder = super::shells::Recorder {
+        store: hub.store.clone(),
         active,
-        host.shell_exits.clone(),
-    )
-    .map_err(|e| OpError::internal(format!("could not start a shell: {e:#}")))?;
+        record_input: host.meta.record_input,
+    };
+    let shell = ShellHost::spawn(&host.meta.id, id, &spec, recorder, host.shell_exits.clone())
+        .map_err(|e| OpError::internal(format!("could not start a shell: {e:#}")))?;
     host.shells_guard().insert(id, shell.clone());
     host.append_quiet(EventKind::ShellOpened { shell: id })
         .await;

@@ -232,6 +232,7 @@ impl Hub {
             token: new_secret(),
             sandbox_tag: new_secret(),
             prepared: Some(prepared),
+            record_input: env.manifest.recording.input && !req.no_input_recording,
         };
         let first = Event {
             seq: 0,

@@ -43,12 +43,22 @@ struct Screen {
 /// Gives the session's active time for recording timestamps.
 pub type ActiveClock = Arc<dyn Fn() -> u64 + Send + Sync>;
 
+/// Where and what a shell records.
+pub struct Recorder {
+    pub store: Store,
+    pub active: ActiveClock,
+    /// Keystrokes too (output, resizes and the exit always are).
+    pub record_input: bool,
+}
+
 pub struct ShellHost {
     pub id: u32,
     pub pid: Option<i32>,
     session: String,
     store: Store,
     active: ActiveClock,
+    /// Keystrokes go into the recording only when the session records input.
+    record_input: bool,
     commands: std::sync::mpsc::Sender<PtyCommand>,
     screen: Mutex<Screen>,
 }
@@ -65,10 +75,14 @@ impl ShellHost {
         session: &str,
         id: u32,
         spec: &ShellSpec,
-        store: Store,
-        active: ActiveClock,
+        recorder: Recorder,
         on_exit: mpsc::UnboundedSender<ShellEnded>,
     ) -> anyhow::Result<Arc<ShellHost>> {
+        let Recorder {
+            store,
+            active,
+            record_input,
+        } = recorder;
         let (pty, mut reader) = PtyShell::spawn(spec)?;
         let pid = pty.pid().map(|p| p as i32);
         let (cmd_tx, cmd_rx) = std::sync::mpsc::channel();
@@ -102,6 +116,7 @@ impl ShellHost {
             session: session.to_string(),
             store,
             active,
+            record_input,
             commands: cmd_tx,
             screen: Mutex::new(Screen {
                 parser: vt100::Parser::new(spec.rows, spec.cols, SCROLLBACK_LINES),
@@ -212,7 +227,9 @@ impl ShellHost {
         if screen.exit.is_some() {
             return Err("the shell has exited".into());
         }
-        self.record_locked(&mut screen, ChunkKind::Input, data.clone());
+        if self.record_input {
+            self.record_locked(&mut screen, ChunkKind::Input, data.clone());
+        }
         self.commands
             .send(PtyCommand::Input(data))
             .map_err(|_| "the shell has exited".to_string())

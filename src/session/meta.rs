@@ -65,7 +65,14 @@ pub struct SessionMeta {
     pub token: String,
     /// Marker inherited by every process of the session (see `sandbox`).
     pub sandbox_tag: String,
+    /// Whether keystrokes are recorded (output always is).
+    #[serde(default = "recorded_by_default")]
+    pub record_input: bool,
     /// The environment's preparation on this machine (venv, hidden data).
     #[serde(default)]
     pub prepared: Option<crate::environment::prepare::Prepared>,
+}
+
+fn recorded_by_default() -> bool {
+    true
 }

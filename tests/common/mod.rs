@@ -109,6 +109,7 @@ impl TestServer {
                 budget_s,
                 profile: None,
                 allow_missing_hardware: false,
+                no_input_recording: false,
             }))
             .await
             .unwrap()

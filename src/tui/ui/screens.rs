@@ -106,9 +106,12 @@ pub fn draw_start(app: &App, frame: &mut Frame, area: Rect) {
             "What is recorded",
             Style::default().add_modifier(Modifier::BOLD),
         ),
-        bullet(
-            "everything typed into and printed by the shells (terminal input and output)".into(),
-        ),
+        bullet(if view.records_input {
+            "everything typed into and printed by the shells (terminal input and output)".into()
+        } else {
+            "everything printed by the shells (terminal output; your keystrokes are not recorded)"
+                .into()
+        }),
         bullet("your notes, pauses and every scoring run with its result".into()),
         Line::raw(""),
         Line::styled("Rules", Style::default().add_modifier(Modifier::BOLD)),

@@ -1,0 +1,158 @@
+//! The terminal recording as the server keeps it: crash safety and the
+//! input-recording switch.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use rebench::client::Client;
+use rebench::protocol::{
+    AttachMode, AttachReply, CreateSession, Push, RecordingPage, Request, SessionView, ShellInfo,
+    b64_decode, b64_encode,
+};
+use rebench::session::Kind;
+
+/// A running session with a driven shell; the TempDir holds its environment.
+async fn session_with_shell(
+    server: &TestServer,
+    no_input_recording: bool,
+) -> (tempfile::TempDir, String, Client, u32) {
+    let (env_dir, env) = fixture_env(|t| t);
+    let mut admin = server.admin().await;
+    let view: SessionView = admin
+        .call(Request::CreateSession(CreateSession {
+            env_dir: env.display().to_string(),
+            participant: "rec".into(),
+            kind: Kind::Human,
+            budget_s: Some(3600),
+            profile: None,
+            allow_missing_hardware: false,
+            no_input_recording,
+        }))
+        .await
+        .unwrap();
+    let _: SessionView = admin
+        .call(Request::Begin {
+            session: view.id.clone(),
+        })
+        .await
+        .unwrap();
+    let mut driver = server.participant(&view.id).await;
+    let info: ShellInfo = driver
+        .call(Request::ShellOpen {
+            session: view.id.clone(),
+            cols: 80,
+            rows: 24,
+        })
+        .await
+        .unwrap();
+    let _: AttachReply = driver
+        .call(Request::ShellAttach {
+            session: view.id.clone(),
+            shell: info.shell,
+            mode: AttachMode::Driver,
+        })
+        .await
+        .unwrap();
+    (env_dir, view.id, driver, info.shell)
+}
+
+async fn type_and_wait(driver: &mut Client, session: &str, shell: u32, text: &str, needle: &str) {
+    driver
+        .send(Request::ShellInput {
+            session: session.into(),
+            shell,
+            data: b64_encode(text.as_bytes()),
+        })
+        .await
+        .unwrap();
+    let mut seen = String::new();
+    let found = tokio::time::timeout(Duration::from_secs(15), async {
+        while !seen.contains(needle) {
+            if let Ok(Push::ShellOutput { data, .. }) = driver.next_push().await {
+                seen.push_str(&String::from_utf8_lossy(&b64_decode(&data).unwrap()));
+            }
+        }
+    })
+    .await;
+    assert!(found.is_ok(), "{needle:?} never showed: {seen}");
+}
+
+async fn recorded(server: &TestServer, session: &str, shell: u32) -> (String, String) {
+    let page: RecordingPage = server
+        .admin()
+        .await
+        .call(Request::Recording {
+            session: session.into(),
+            shell,
+            from: 0,
+            limit: None,
+        })
+        .await
+        .unwrap();
+    let (mut output, mut input) = (String::new(), String::new());
+    for chunk in page.chunks {
+        let text = String::from_utf8_lossy(&b64_decode(&chunk.data).unwrap()).to_string();
+        match chunk.kind.as_str() {
+            "output" => output.push_str(&text),
+            "input" => input.push_str(&text),
+            _ => {}
+        }
+    }
+    (output, input)
+}
+
+#[tokio::test]
+async fn output_survives_kill_minus_nine_of_the_server() {
+    let mut server = TestServer::start();
+    let (_env, session, mut driver, shell) = session_with_shell(&server, false).await;
+    type_and_wait(
+        &mut driver,
+        &session,
+        shell,
+        "echo before-the-crash-$((6*7))\r",
+        "before-the-crash-42",
+    )
+    .await;
+    // Past the 200 ms recording flush, then no chance to flush again.
+    std::thread::sleep(Duration::from_millis(600));
+    drop(driver);
+    server.kill9();
+    server.spawn();
+    let (output, input) = recorded(&server, &session, shell).await;
+    assert!(
+        output.contains("before-the-crash-42"),
+        "recorded output after the crash: {output}"
+    );
+    assert!(
+        input.contains("echo before-the-crash"),
+        "recorded input: {input}"
+    );
+}
+
+#[tokio::test]
+async fn keystrokes_are_not_recorded_when_input_recording_is_off() {
+    let server = TestServer::start();
+    let (_env, session, mut driver, shell) = session_with_shell(&server, true).await;
+    type_and_wait(
+        &mut driver,
+        &session,
+        shell,
+        "echo secret-$((6*7))\r",
+        "secret-42",
+    )
+    .await;
+    std::thread::sleep(Duration::from_millis(400));
+    let (output, input) = recorded(&server, &session, shell).await;
+    assert!(
+        output.contains("secret-42"),
+        "output is still recorded: {output}"
+    );
+    assert!(input.is_empty(), "no keystrokes kept: {input:?}");
+    let view = server.show(&session).await;
+    assert!(
+        !view.records_input,
+        "the session says input is not recorded"
+    );
+}
