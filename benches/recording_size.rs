@@ -1,0 +1,149 @@
+//! Recording cost on a shell flood: bytes the store grows by per byte of
+//! shell output, and how much longer the flood takes through a recorded
+//! session shell than run directly. Run with `cargo bench --bench recording_size`.
+//! Prints numbers; no assertions.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rebench::client::Client;
+use rebench::protocol::{
+    AttachMode, AttachReply, CreateSession, Push, Request, SessionView, ShellInfo, b64_decode,
+    b64_encode,
+};
+use rebench::session::Kind;
+
+/// Output of the flood: 24 MB of base64 text (printable, like a training log).
+const FLOOD: &str = "head -c 18000000 /dev/zero | tr '\\0' 'a' | fold -w 120";
+const DONE: &str = "flood-done";
+
+fn dir_size(path: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return 0;
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_size(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let root = std::env::temp_dir().join(format!("rebench-recbench-{}", std::process::id()));
+    let data = root.join("data");
+    let env_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/envs/fixed");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_rebench"))
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(&data)
+        .stdout(Stdio::null())
+        .spawn()?;
+    let socket = data.join("rebench.sock");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut admin = loop {
+        match Client::connect(&socket, None, "bench").await {
+            Ok(c) => break c,
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let view: SessionView = admin
+        .call(Request::CreateSession(CreateSession {
+            env_dir: env_dir.display().to_string(),
+            participant: "bench".into(),
+            kind: Kind::Human,
+            budget_s: Some(3600),
+            profile: None,
+            allow_missing_hardware: true,
+            no_input_recording: false,
+        }))
+        .await?;
+    let session = view.id.clone();
+    let _: SessionView = admin
+        .call(Request::Begin {
+            session: session.clone(),
+        })
+        .await?;
+    let info: ShellInfo = admin
+        .call(Request::ShellOpen {
+            session: session.clone(),
+            cols: 120,
+            rows: 40,
+        })
+        .await?;
+    let _: AttachReply = admin
+        .call(Request::ShellAttach {
+            session: session.clone(),
+            shell: info.shell,
+            mode: AttachMode::Driver,
+        })
+        .await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = dir_size(&data.join("db"));
+
+    let command = format!("{FLOOD}; echo {DONE}-$((1+1))\r");
+    let started = Instant::now();
+    admin
+        .send(Request::ShellInput {
+            session: session.clone(),
+            shell: info.shell,
+            data: b64_encode(command.as_bytes()),
+        })
+        .await?;
+    let mut output_bytes = 0u64;
+    let mut tail = String::new();
+    let needle = format!("{DONE}-2");
+    loop {
+        if let Push::ShellOutput { data, .. } = admin.next_push().await? {
+            let bytes = b64_decode(&data).map_err(anyhow::Error::msg)?;
+            output_bytes += bytes.len() as u64;
+            tail.push_str(&String::from_utf8_lossy(&bytes));
+            if tail.contains(&needle) {
+                break;
+            }
+            let keep = tail.len().saturating_sub(64);
+            tail = tail[keep..].to_string();
+        }
+    }
+    let through_runner = started.elapsed();
+    tokio::time::sleep(Duration::from_millis(1500)).await; // past the recording flush
+    let after = dir_size(&data.join("db"));
+
+    let started = Instant::now();
+    let status = Command::new("bash")
+        .args(["-c", &format!("{FLOOD} > /dev/null")])
+        .status()?;
+    let direct = started.elapsed();
+    assert!(status.success());
+
+    let grown = after.saturating_sub(before);
+    println!(
+        "shell flood of {:.1} MB of output:",
+        output_bytes as f64 / 1e6
+    );
+    println!(
+        "  store grew by       {:>8.1} MB ({:.2} bytes stored per byte of output)",
+        grown as f64 / 1e6,
+        grown as f64 / output_bytes.max(1) as f64
+    );
+    println!(
+        "  through the runner  {:>8.2} s (PTY, vt100 screen, recording, streaming to one client)",
+        through_runner.as_secs_f64()
+    );
+    println!(
+        "  run directly        {:>8.2} s (output to /dev/null)",
+        direct.as_secs_f64()
+    );
+
+    let _ = admin.request(Request::Shutdown).await;
+    let _ = server.wait();
+    let _ = std::fs::remove_dir_all(&root);
+    Ok(())
+}
