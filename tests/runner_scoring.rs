@@ -236,3 +236,41 @@ fn which(program: &str) -> Option<std::path::PathBuf> {
         .map(|d| std::path::Path::new(d).join(program))
         .find(|p| p.exists())
 }
+
+#[tokio::test]
+async fn a_profile_can_bring_its_own_transform() {
+    let (_env_dir, env) = fixture_env(|t| t + "\n[profiles.flat]\ntransform = \"identity\"\n");
+    let bad = rebench::environment::validate(
+        &fixture_env(|t| t + "\n[profiles.flat]\ntransform = \"cube\"\n").1,
+    );
+    assert!(
+        bad.iter().any(|p| p.field == "profiles.flat.transform"),
+        "{bad:?}"
+    );
+    let server = TestServer::start();
+    let mut admin = server.admin().await;
+    let view: SessionView = admin
+        .call(Request::CreateSession(rebench::protocol::CreateSession {
+            env_dir: env.display().to_string(),
+            participant: "p".into(),
+            kind: rebench::session::Kind::Agent,
+            budget_s: Some(3600),
+            profile: Some("flat".into()),
+            allow_missing_hardware: false,
+            no_input_recording: false,
+        }))
+        .await
+        .unwrap();
+    let _: SessionView = admin
+        .call(Request::Begin {
+            session: view.id.clone(),
+        })
+        .await
+        .unwrap();
+    let entry = score_with(&server, &view, "ok", 2.5).await;
+    // identity: (2.5 - 4.76) / (1.6 - 4.76), not the log transform's 0.5906.
+    assert!(
+        (entry.normalized.unwrap() - 0.7152).abs() < 1e-3,
+        "{entry:?}"
+    );
+}

@@ -156,6 +156,9 @@ pub struct Profile {
     /// Extra environment variables for the `[prepare]` command under this profile.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub prepare_env: BTreeMap<String, String>,
+    /// Replaces `scoring.transform` under this profile (e.g. a smoke corpus's own loss floor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transform: Option<String>,
     /// Replaces `[hardware]` under this profile (a CPU smoke scale of a GPU task).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hardware: Option<Hardware>,

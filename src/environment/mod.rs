@@ -225,10 +225,20 @@ impl Environment {
             .and_then(|p| p.timeout.as_deref())
             .unwrap_or(&base.timeout);
         let timeout = parse_duration(timeout_text).map_err(|e| invalid("scoring.timeout", e))?;
-        let transform: Transform = base
-            .transform
+        let (transform_text, transform_field) = match overrides.and_then(|p| p.transform.as_deref())
+        {
+            Some(text) => (
+                text,
+                format!(
+                    "profiles.{}.transform",
+                    chosen.as_deref().unwrap_or_default()
+                ),
+            ),
+            None => (base.transform.as_str(), "scoring.transform".to_string()),
+        };
+        let transform: Transform = transform_text
             .parse()
-            .map_err(|e| invalid("scoring.transform", e))?;
+            .map_err(|e| invalid(&transform_field, e))?;
         let aggregate: Aggregate = base
             .aggregate
             .parse()

@@ -285,9 +285,20 @@ fn check_profile(m: &Manifest, name: &str, p: &Profile, report: &mut Report) {
     if let Some(timeout) = &p.timeout {
         check_duration(&format!("{prefix}.timeout"), timeout, report);
     }
-    // A bad base transform is already reported under scoring.transform.
-    if let Ok(t) = m.scoring.transform.parse::<Transform>()
-        && (p.starting.is_some() || p.reference.is_some())
+    // The profile's own transform, else the base one (a bad base transform is
+    // already reported under scoring.transform).
+    let transform = match &p.transform {
+        Some(text) => match text.parse::<Transform>() {
+            Ok(t) => Some(t),
+            Err(e) => {
+                report.add(&format!("{prefix}.transform"), e);
+                None
+            }
+        },
+        None => m.scoring.transform.parse::<Transform>().ok(),
+    };
+    if let Some(t) = transform
+        && (p.starting.is_some() || p.reference.is_some() || p.transform.is_some())
     {
         check_endpoints(
             &t,

@@ -23,9 +23,9 @@ Settings (environment variables; the profiles set them):
   RESTRICTED_MLM_EVAL_SEQS    held-out sequences scored (default 4096)
   RESTRICTED_MLM_BATCH        sequences per forward call (default 32)
   RESTRICTED_MLM_TRAIN_LIMIT  seconds get_trained_model() may take (default 1200)
-  RESTRICTED_MLM_RAW_OFFSET   added to the loss to make `raw` (default 0). The manifest's
-                              transform is log-minus:1.5 for every profile; the smoke
-                              profile's floor is 0.25, so it reports loss + 1.25
+  RESTRICTED_MLM_RAW_OFFSET   added to the loss to make `raw` (default 0; unused by the
+                              bundled profiles: the smoke profile has its own transform,
+                              log-minus:0.25)
 The workspace is argv[1], else $REBENCH_WORKSPACE, else the cwd.
 """
 
