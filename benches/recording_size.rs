@@ -14,8 +14,9 @@ use rebench::protocol::{
 };
 use rebench::session::Kind;
 
-/// Output of the flood: 24 MB of base64 text (printable, like a training log).
-const FLOOD: &str = "head -c 18000000 /dev/zero | tr '\\0' 'a' | fold -w 120";
+/// Output of the flood: ~20 MB of a training-log-like text (numbers change on
+/// every line, as in a real log).
+const FLOOD: &str = "awk 'BEGIN { srand(7); for (i = 1; i <= 250000; i++) printf \"step %d  loss %.4f  lr 3.0e-04  tokens/s %d  grad_norm %.3f\\n\", i, 2 + rand(), 50000 + int(rand() * 2000), rand() }'";
 const DONE: &str = "flood-done";
 
 fn dir_size(path: &Path) -> u64 {

@@ -81,6 +81,10 @@ impl Store {
             .path(dir)
             // A backstop; state changes are flushed explicitly before they are acknowledged.
             .flush_every_ms(Some(200))
+            // Terminal output is mostly text and compresses several-fold (see
+            // benches/recording_size.rs); zstd at a low level keeps writes cheap.
+            .use_compression(true)
+            .compression_factor(3)
             .open()
             .map_err(|source| {
                 if is_lock_error(&source) {
