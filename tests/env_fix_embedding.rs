@@ -16,17 +16,17 @@
 //! Without network the tests print "SKIPPED: ..." to the real stderr and
 //! pass, unless `REBENCH_REQUIRE_TORCH=1`, which makes that a failure (CI).
 
+mod common;
+
 use rebench::environment::files::{copy_workspace, overlay};
-use rebench::environment::prepare::{Prepared, check, prepare};
+use rebench::environment::prepare::Prepared;
 use rebench::environment::{Environment, ScoringPlan, validate};
-use rebench::scoring::{OUTPUT_LIMIT, ScorerInvocation, ScorerOutcome, protected, run_scorer};
+use rebench::scoring::{ScorerOutcome, protected};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, OnceLock};
 
-const PROFILE: &str = "smoke";
+use common::torch_env::{self, PROFILE, loud};
 
 fn env_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("environments/fix-embedding")
@@ -36,51 +36,9 @@ fn environment() -> Environment {
     Environment::load(&env_dir()).unwrap()
 }
 
-/// The data dir every torch environment test prepares into, so they share
-/// one torch venv (`<data>/venvs/<key>`, same requirements.txt).
-fn data_dir() -> PathBuf {
-    match std::env::var_os("REBENCH_TORCH_TEST_DATA") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => Path::new(env!("CARGO_TARGET_TMPDIR")).join("torch-envs"),
-    }
-}
-
-/// Straight to fd 2: libtest captures `eprintln!`, and a skip must be seen.
-fn loud(message: &str) {
-    let _ = writeln!(std::io::stderr(), "\n{message}\n");
-}
-
-/// The smoke preparation, made once per test binary (the other tests wait).
+/// The smoke preparation, made once per test binary (see common::torch_env).
 fn prepared() -> Option<&'static Prepared> {
-    static PREPARED: OnceLock<Option<Prepared>> = OnceLock::new();
-    PREPARED
-        .get_or_init(|| {
-            let env = environment();
-            let data = data_dir();
-            if let Ok(ready) = check(&env, Some(PROFILE), &data) {
-                return Some(ready);
-            }
-            loud(&format!(
-                "preparing fix-embedding (smoke) in {}: torch venv, then ~1 minute of training",
-                data.display()
-            ));
-            let mut log = Vec::new();
-            match prepare(&env, Some(PROFILE), &data, &mut log) {
-                Ok(ready) => Some(ready),
-                Err(e) => {
-                    let text = format!(
-                        "SKIPPED: fix-embedding tests did not run: could not prepare the \
-                         smoke profile (torch not installable here?): {e}"
-                    );
-                    if std::env::var_os("REBENCH_REQUIRE_TORCH").is_some_and(|v| v == "1") {
-                        panic!("{text}\n{}", String::from_utf8_lossy(&log));
-                    }
-                    loud(&text);
-                    None
-                }
-            }
-        })
-        .as_ref()
+    torch_env::prepared_once(&environment())
 }
 
 /// A session workspace as the server lays it out: `workspace/`, then the
@@ -119,8 +77,7 @@ fn python(ready: &Prepared, ws: &Path, args: &[&str]) {
     );
 }
 
-/// Runs the official scorer as the server does: protected files checked
-/// first, cwd = workspace, the protocol's variables plus the preparation's.
+/// Runs the official scorer as the server does (see common::torch_env::score).
 fn score(
     plan: &ScoringPlan,
     ready: &Prepared,
@@ -128,44 +85,7 @@ fn score(
     protected_at_start: &BTreeMap<String, String>,
     extra_env: &[(&str, &str)],
 ) -> ScorerOutcome {
-    if let Err(message) = protected::check_files(ws, protected_at_start) {
-        return ScorerOutcome {
-            valid: false,
-            raw: None,
-            message,
-            scorer_message: serde_json::Value::Null,
-            details: serde_json::Value::Null,
-            output: String::new(),
-            exit_code: None,
-            duration_ms: 0,
-        };
-    }
-    let env_dir = env_dir().canonicalize().unwrap();
-    let mut vars: Vec<(String, String)> = plan.scorer_env(&env_dir, ws).into_iter().collect();
-    vars.extend(ready.scorer_env(std::env::var_os("PATH").as_deref()));
-    vars.extend(
-        extra_env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string())),
-    );
-    // One scorer at a time, so parallel tests do not crowd two CPU cores.
-    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-    let _turn = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let invocation = ScorerInvocation {
-        argv: plan.argv(&env_dir, ws),
-        cwd: ws.to_path_buf(),
-        env: vars,
-        env_remove: Vec::new(),
-        timeout: plan.timeout,
-        output_limit: OUTPUT_LIMIT,
-    };
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(run_scorer(&invocation))
+    torch_env::score(&env_dir(), plan, ready, ws, protected_at_start, extra_env)
 }
 
 fn smoke_plan(env: &Environment) -> ScoringPlan {
