@@ -15,7 +15,6 @@ pub mod app;
 pub mod connection;
 pub mod detail;
 pub mod dialog;
-pub mod mirror;
 pub mod model;
 mod replies;
 pub mod rows;

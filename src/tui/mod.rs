@@ -20,6 +20,7 @@ pub mod terminal;
 pub mod theme;
 pub mod ui;
 mod update;
+pub mod viewport;
 
 /// Opens the expert workspace on `session` in this terminal. `fresh` = just
 /// created: show the start screen ("press Enter to start the clock");

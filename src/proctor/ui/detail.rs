@@ -14,12 +14,12 @@ use super::alert_list::truncate;
 use super::{alert_style, fg, short_duration, state_style, state_text};
 use crate::proctor::app::App;
 use crate::proctor::detail::{Detail, Pane};
-use crate::proctor::mirror::Viewport;
 use crate::proctor::model::Tracked;
 use crate::protocol::ScoreView;
 use crate::tui::format;
 use crate::tui::theme::{Theme, Urgency};
 use crate::tui::ui::side::draw_chart;
+use crate::tui::viewport::Viewport;
 
 /// The scores column, when the window is wide enough for it beside a shell.
 const SIDE_COLS: u16 = 60;

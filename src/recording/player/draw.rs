@@ -11,9 +11,9 @@ use tui_term::widget::{Cursor, PseudoTerminal};
 
 use super::action::BINDINGS;
 use super::state::PlayerState;
-use super::viewport::Viewport;
 use super::{bar, chart};
 use crate::recording::timeline::{clock_text, duration_text};
+use crate::tui::viewport::Viewport;
 
 /// Narrowest side panel worth drawing.
 const SIDE_MIN: u16 = 30;

@@ -7,7 +7,6 @@ mod bar;
 mod chart;
 pub mod draw;
 pub mod state;
-mod viewport;
 
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};

@@ -1,8 +1,10 @@
-//! The part of a recorded screen that fits the window: the whole screen
-//! when it fits, else a window onto it that follows the cursor.
+//! The part of a terminal screen that fits a pane: the whole screen when it
+//! fits, else a window onto it that follows the cursor. Shared by the
+//! proctor's shell mirrors and the replay player.
 
 use tui_term::widget::Screen;
 
+/// The part of a screen that fits `width` × `height`, following the cursor.
 pub struct Viewport<'a> {
     pub screen: &'a vt100::Screen,
     pub row: u16,
@@ -10,7 +12,6 @@ pub struct Viewport<'a> {
 }
 
 impl<'a> Viewport<'a> {
-    /// A view of `screen` at most `width` × `height`, keeping the cursor in sight.
     pub fn follow_cursor(screen: &'a vt100::Screen, width: u16, height: u16) -> Viewport<'a> {
         let (rows, cols) = screen.size();
         let (cursor_row, cursor_col) = screen.cursor_position();
@@ -56,5 +57,22 @@ impl Screen for Viewport<'_> {
             row.checked_sub(self.row).unwrap_or(u16::MAX),
             col.checked_sub(self.col).unwrap_or(u16::MAX),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_pane_follows_the_cursor() {
+        let mut parser = vt100::Parser::new(24, 80, 0);
+        parser.process(b"\x1b[20;70Hx");
+        let view = Viewport::follow_cursor(parser.screen(), 40, 10);
+        assert_eq!((view.row, view.col), (10, 31));
+        assert!(view.cropped(40, 10));
+        let whole = Viewport::follow_cursor(parser.screen(), 80, 24);
+        assert_eq!((whole.row, whole.col), (0, 0));
+        assert!(!whole.cropped(80, 24));
     }
 }
