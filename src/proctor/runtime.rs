@@ -18,7 +18,7 @@ use tokio::time::{MissedTickBehavior, interval, sleep_until};
 use super::app::{Action, App, Effect, Exit};
 use super::connection::{Connection, Incoming};
 use super::ui;
-use crate::tui::terminal;
+use crate::tui::terminal::{self, drain_queued};
 
 /// The shortest time between two frames after a key (~60 fps)…
 const FRAME_GAP: Duration = Duration::from_millis(16);
@@ -71,12 +71,7 @@ pub async fn run(
             ev = keys.recv() => match ev {
                 Some(ev) => {
                     actions.extend(terminal_action(ev));
-                    while actions.len() < BATCH {
-                        match keys.try_recv() {
-                            Ok(ev) => actions.extend(terminal_action(ev)),
-                            Err(_) => break,
-                        }
-                    }
+                    drain_queued(&mut keys, &mut actions, BATCH, terminal_action);
                 }
                 None => break Ending::App(Exit::Lost("the terminal closed".into())),
             },
@@ -84,12 +79,7 @@ pub async fn run(
                 Some(line) => {
                     actions.extend(conn.route(line));
                     // A burst of events (200 agents) becomes one recompute and one frame.
-                    while actions.len() < BATCH {
-                        match server.try_recv() {
-                            Ok(line) => actions.extend(conn.route(line)),
-                            Err(_) => break,
-                        }
-                    }
+                    drain_queued(&mut server, &mut actions, BATCH, |line| conn.route(line));
                 }
                 None => break Ending::App(Exit::Lost("the server closed the connection".into())),
             },

@@ -15,7 +15,7 @@ use tokio::time::{MissedTickBehavior, interval, sleep_until};
 
 use super::app::{Action, App, Effect, Exit};
 use super::connection::{Connection, Incoming};
-use super::terminal;
+use super::terminal::{self, drain_queued};
 use super::ui;
 
 /// The shortest time between two frames (~60 fps).
@@ -68,12 +68,7 @@ pub async fn run(
             ev = keys.recv() => match ev {
                 Some(ev) => {
                     actions.extend(terminal_action(ev));
-                    while actions.len() < BATCH {
-                        match keys.try_recv() {
-                            Ok(ev) => actions.extend(terminal_action(ev)),
-                            Err(_) => break,
-                        }
-                    }
+                    drain_queued(&mut keys, &mut actions, BATCH, terminal_action);
                 }
                 None => break Ending::App(Exit::Lost("the terminal closed".into())),
             },
@@ -81,12 +76,7 @@ pub async fn run(
                 Some(line) => {
                     actions.extend(conn.route(line));
                     // Coalesce an output flood: everything queued, then one frame.
-                    while actions.len() < BATCH {
-                        match server.try_recv() {
-                            Ok(line) => actions.extend(conn.route(line)),
-                            Err(_) => break,
-                        }
-                    }
+                    drain_queued(&mut server, &mut actions, BATCH, |line| conn.route(line));
                 }
                 None => break Ending::App(Exit::Lost("the server closed the connection".into())),
             },

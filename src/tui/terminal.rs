@@ -85,3 +85,19 @@ pub fn spawn_event_reader(stop: Arc<AtomicBool>) -> mpsc::Receiver<Event> {
     });
     rx
 }
+
+/// Moves what is already queued on `rx` into `out` (up to `limit` items), so a
+/// burst of keys or server lines becomes one update and one frame.
+pub fn drain_queued<T, A, I: IntoIterator<Item = A>>(
+    rx: &mut mpsc::Receiver<T>,
+    out: &mut Vec<A>,
+    limit: usize,
+    mut map: impl FnMut(T) -> I,
+) {
+    while out.len() < limit {
+        match rx.try_recv() {
+            Ok(item) => out.extend(map(item)),
+            Err(_) => break,
+        }
+    }
+}
