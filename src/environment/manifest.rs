@@ -156,6 +156,10 @@ pub struct Profile {
     /// Extra environment variables for the `[prepare]` command under this profile.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub prepare_env: BTreeMap<String, String>,
+    /// Replaces `[prepare] requirements` under this profile (e.g. a full
+    /// scale that needs packages the smoke scale does not): its own venv.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requirements: Option<String>,
     /// Replaces `scoring.transform` under this profile (e.g. a smoke corpus's own loss floor).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transform: Option<String>,

@@ -154,7 +154,8 @@ struct Target<'a> {
     profile: Option<String>,
     data_dir: PathBuf,
     dir: PathBuf,
-    settings: Option<&'a Prepare>,
+    /// `[prepare]` with the profile's overrides applied (its `requirements`).
+    settings: Option<Prepare>,
 }
 
 impl<'a> Target<'a> {
@@ -165,12 +166,19 @@ impl<'a> Target<'a> {
     ) -> Result<Self, PrepareError> {
         // `scoring` resolves the default profile and rejects unknown ones.
         let profile = env.scoring(profile)?.profile;
+        let overrides = profile.as_ref().and_then(|p| env.manifest.profiles.get(p));
+        let settings = env.manifest.prepare.clone().map(|mut settings| {
+            if let Some(requirements) = overrides.and_then(|o| o.requirements.clone()) {
+                settings.requirements = Some(requirements);
+            }
+            settings
+        });
         Ok(Target {
             env,
             data_dir: data_dir.to_path_buf(),
             dir: prepared_dir(data_dir, env, profile.as_deref()),
             profile,
-            settings: env.manifest.prepare.as_ref(),
+            settings,
         })
     }
 
@@ -192,7 +200,9 @@ impl<'a> Target<'a> {
 
     /// Whether the preparation has a venv (`[prepare] requirements`).
     fn wants_venv(&self) -> bool {
-        self.settings.is_some_and(|s| s.requirements.is_some())
+        self.settings
+            .as_ref()
+            .is_some_and(|s| s.requirements.is_some())
     }
 
     fn prepared(&self, venv: Option<PathBuf>) -> Prepared {
@@ -261,7 +271,7 @@ impl<'a> Target<'a> {
 
     /// `check` on an already-resolved target.
     fn check(&self) -> Result<Prepared, PrepareError> {
-        let Some(settings) = self.settings else {
+        let Some(settings) = &self.settings else {
             return Ok(self.prepared(None));
         };
         let record = match Record::load(&self.dir) {
@@ -339,7 +349,7 @@ pub fn prepare(
     log: &mut dyn Write,
 ) -> Result<Prepared, PrepareError> {
     let target = Target::new(env, profile, data_dir)?;
-    let Some(settings) = target.settings else {
+    let Some(settings) = &target.settings else {
         let _ = writeln!(log, "{}: nothing to prepare", target.who());
         return Ok(target.prepared(None));
     };
@@ -651,7 +661,7 @@ mod tests {
         let (tmp, env) = load(&manifest);
         fs::write(env.dir.join("make.py"), "print(1)\n").unwrap();
         let target = Target::new(&env, Some("smoke"), tmp.path()).unwrap();
-        let settings = target.settings.unwrap();
+        let settings = target.settings.as_ref().unwrap();
         let argv = target.command(settings, Some(Path::new("/data/venvs/k")));
         assert_eq!(argv[0], "/data/venvs/k/bin/python");
         assert_eq!(argv[1], format!("{}/make.py", env.dir.display()));
@@ -662,5 +672,45 @@ mod tests {
             vec!["[prepare]", "make.py", "requirements.txt"]
         );
         assert_eq!(inputs["make.py"], record::hash_bytes(b"print(1)\n"));
+    }
+
+    #[test]
+    fn a_profile_can_replace_the_requirements() {
+        let manifest = format!("{VALID_MANIFEST}{WITH_PREPARE}").replacen(
+            "[profiles.full]\n",
+            "[profiles.full]\nrequirements = \"requirements-full.txt\"\n",
+            1,
+        );
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = make_env(tmp.path(), "demo", &manifest);
+        fs::write(dir.join("requirements.txt"), "").unwrap();
+        fs::write(dir.join("requirements-full.txt"), "big\n").unwrap();
+        let env = Environment::load(&dir).unwrap();
+        let full = Target::new(&env, Some("full"), tmp.path()).unwrap();
+        let full_settings = full.settings.as_ref().unwrap();
+        assert_eq!(
+            full_settings.requirements.as_deref(),
+            Some("requirements-full.txt")
+        );
+        let inputs = full.inputs(full_settings).unwrap();
+        assert_eq!(
+            inputs.keys().collect::<Vec<_>>(),
+            vec!["[prepare]", "requirements-full.txt"]
+        );
+        assert_eq!(
+            inputs["requirements-full.txt"],
+            record::hash_bytes(b"big\n")
+        );
+        // Other profiles keep [prepare]'s own file.
+        let smoke = Target::new(&env, Some("smoke"), tmp.path()).unwrap();
+        let smoke_settings = smoke.settings.as_ref().unwrap();
+        assert_eq!(
+            smoke
+                .inputs(smoke_settings)
+                .unwrap()
+                .keys()
+                .collect::<Vec<_>>(),
+            vec!["[prepare]", "requirements.txt"]
+        );
     }
 }

@@ -106,7 +106,7 @@ fn check_manifest(dir: &Path, m: &Manifest, report: &mut Report) {
     check_hardware(m, report);
     check_scoring(dir, m, workspace_ok, report);
     for (name, profile) in &m.profiles {
-        check_profile(m, name, profile, report);
+        check_profile(dir, m, name, profile, report);
     }
     if let Some(prepare) = &m.prepare {
         check_prepare(dir, prepare, report);
@@ -274,7 +274,7 @@ fn check_endpoints(
     }
 }
 
-fn check_profile(m: &Manifest, name: &str, p: &Profile, report: &mut Report) {
+fn check_profile(dir: &Path, m: &Manifest, name: &str, p: &Profile, report: &mut Report) {
     let prefix = format!("profiles.{name}");
     if !is_valid_id(name) {
         report.add(
@@ -316,6 +316,14 @@ fn check_profile(m: &Manifest, name: &str, p: &Profile, report: &mut Report) {
             &format!("{prefix}.prepare_env"),
             "set, but there is no [prepare] section to use it",
         );
+    }
+    if let Some(rel) = &p.requirements {
+        let field = format!("{prefix}.requirements");
+        if m.prepare.is_none() {
+            report.add(&field, "set, but there is no [prepare] section to use it");
+        } else {
+            check_env_path(dir, &field, rel, false, report);
+        }
     }
 }
 
@@ -636,6 +644,27 @@ mod tests {
         assert_one(
             &format!("{text}\n[prepare]\ncommand = [\"true\"]\n"),
             "profiles.full.prepare_env.: not a valid environment variable name",
+        );
+    }
+
+    #[test]
+    fn profile_requirements_need_a_prepare_section_and_an_existing_file() {
+        assert_one(
+            &edit(
+                "[profiles.full]",
+                "[profiles.full]\nrequirements = \"full.txt\"",
+            ),
+            "profiles.full.requirements: set, but there is no [prepare] section to use it",
+        );
+        let text = edit(
+            "[profiles.full]",
+            "[profiles.full]\nrequirements = \"full.txt\"",
+        );
+        let found = problems(&format!("{text}\n[prepare]\ncommand = [\"true\"]\n"));
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(
+            found[0].starts_with("profiles.full.requirements: file \"full.txt\" not found in "),
+            "{found:#?}"
         );
     }
 
