@@ -235,6 +235,43 @@ fn calibrate_measures_starting_and_reference() {
 }
 
 #[test]
+fn calibrate_runs_the_setup_in_each_workspace_before_scoring() {
+    // The setup halves the workspace's value: 4.76 -> 2.38 (starting) and,
+    // with the reference's value laid over it, 1.6 -> 0.8.
+    let (_d, env) = fixture_env(|t| {
+        format!(
+            "{t}\n[calibrate]\nsetup = \"awk '{{print $1 / 2}}' value > half && mv half value\"\n"
+        )
+    });
+    let server = TestServer::start();
+    let args = [
+        "env",
+        "calibrate",
+        env.to_str().unwrap(),
+        "--runs",
+        "1",
+        "--json",
+    ];
+    let out = json(&server.cli(&args));
+    assert_eq!(out["starting"], 2.38);
+    assert_eq!(out["reference"], 0.8);
+
+    // A failing setup: no valid run, exit 1, and the reason with its output.
+    let (_d, env) =
+        fixture_env(|t| format!("{t}\n[calibrate]\nsetup = \"echo cannot train >&2; exit 7\"\n"));
+    let failed = server.cli(&["env", "calibrate", env.to_str().unwrap(), "--runs", "1"]);
+    assert_eq!(failed.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(
+        stderr.contains("starting: setup `echo cannot train >&2; exit 7` failed (exit status 7)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("cannot train"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&failed.stdout);
+    assert!(stdout.contains("starting = no valid run"), "{stdout}");
+}
+
+#[test]
 fn sessions_watch_prints_a_new_table_when_something_happens() {
     use std::io::{BufRead, BufReader};
     let (_d, env) = fixture_env(|t| t);

@@ -5,9 +5,12 @@ use std::path::Path;
 use anyhow::Context;
 use clap::Subcommand;
 
-use crate::environment::duration::format_duration;
+use std::time::Duration;
+
+use crate::environment::duration::{format_duration, parse_duration};
 use crate::environment::{Environment, ScoringPlan, discovery, files, hardware, prepare, validate};
 use crate::paths::DataPaths;
+use crate::sandbox::exec::{ExecSpec, exec};
 use crate::scoring::{OUTPUT_LIMIT, ScorerInvocation, run_scorer};
 
 #[derive(Debug, Subcommand)]
@@ -218,8 +221,56 @@ impl Scorer<'_> {
         run_scorer(&invocation).await
     }
 
-    /// The median valid raw value of `runs` runs, or None when none was valid.
+    /// `[calibrate] setup` in `workspace`, as a participant would run it in a
+    /// session shell: the session's environment, no hidden paths. Err = why
+    /// the solution cannot be measured.
+    async fn setup(&self, workspace: &Path, label: &str, json: bool) -> Result<(), String> {
+        let Some(calibrate) = &self.env.manifest.calibrate else {
+            return Ok(());
+        };
+        if !json {
+            eprintln!("{label}: setup `{}`", calibrate.setup);
+        }
+        let spec = ExecSpec {
+            command: calibrate.setup.clone(),
+            cwd: workspace.to_path_buf(),
+            env: self
+                .prepared
+                .session_env(std::env::var_os("PATH").as_deref()),
+            timeout: parse_duration(&calibrate.timeout).unwrap_or(Duration::from_secs(3600)),
+            output_limit: OUTPUT_LIMIT,
+            stdin: None,
+        };
+        let result = exec(&spec)
+            .await
+            .map_err(|e| format!("setup could not start: {e}"))?;
+        if result.exit_code == Some(0) && !result.timed_out {
+            return Ok(());
+        }
+        let status = if result.timed_out {
+            format!("timed out after {}", calibrate.timeout)
+        } else if let Some(signal) = result.signal {
+            format!("killed by signal {signal}")
+        } else {
+            format!("exit status {}", result.exit_code.unwrap_or(-1))
+        };
+        let output = format!("{}{}", result.stdout, result.stderr);
+        let tail: Vec<&str> = output.lines().rev().take(20).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        Err(format!(
+            "setup `{}` failed ({status}); its last output:\n{}",
+            calibrate.setup,
+            tail.join("\n")
+        ))
+    }
+
+    /// The median valid raw value of `runs` runs, or None when none was valid
+    /// (or the setup failed).
     async fn measure(&self, workspace: &Path, runs: u32, label: &str, json: bool) -> Option<f64> {
+        if let Err(why) = self.setup(workspace, label, json).await {
+            eprintln!("{label}: {why}");
+            return None;
+        }
         let mut values = Vec::new();
         for i in 1..=runs {
             let outcome = self.run_once(workspace).await;

@@ -31,6 +31,23 @@ pub struct Manifest {
     /// What the terminal recording keeps.
     #[serde(default)]
     pub recording: RecordingSettings,
+    /// How `rebench env calibrate` turns a solution's files into something to score.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibrate: Option<Calibrate>,
+}
+
+/// `[calibrate]`: for environments whose scorer reads an artifact the
+/// participant makes (trained weights), the shell command that makes it,
+/// run in each calibration workspace (starting and reference) before scoring.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Calibrate {
+    /// Run with `bash -c` in the workspace, with the session's environment
+    /// (the preparation's venv first on PATH, no hidden paths).
+    pub setup: String,
+    /// Duration text; the setup is killed (with its process group) after it.
+    #[serde(default = "default_prepare_timeout")]
+    pub timeout: String,
 }
 
 /// `[recording]`: terminal output, resizes and exits are always recorded;

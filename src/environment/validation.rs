@@ -2,7 +2,7 @@
 
 use super::Problem;
 use super::duration::parse_duration;
-use super::manifest::{Manifest, Prepare, Profile};
+use super::manifest::{Calibrate, Manifest, Prepare, Profile};
 use super::normalize::{Aggregate, Transform};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -110,6 +110,9 @@ fn check_manifest(dir: &Path, m: &Manifest, report: &mut Report) {
     }
     if let Some(prepare) = &m.prepare {
         check_prepare(dir, prepare, report);
+    }
+    if let Some(calibrate) = &m.calibrate {
+        check_calibrate(calibrate, report);
     }
 }
 
@@ -337,6 +340,13 @@ fn check_env_vars(prefix: &str, vars: &BTreeMap<String, String>, report: &mut Re
             report.add(&field, "value must not contain a NUL byte");
         }
     }
+}
+
+fn check_calibrate(c: &Calibrate, report: &mut Report) {
+    if c.setup.trim().is_empty() {
+        report.add("calibrate.setup", "must not be empty");
+    }
+    check_duration("calibrate.timeout", &c.timeout, report);
 }
 
 fn check_prepare(dir: &Path, p: &Prepare, report: &mut Report) {
@@ -665,6 +675,22 @@ mod tests {
         assert!(
             found[0].starts_with("profiles.full.requirements: file \"full.txt\" not found in "),
             "{found:#?}"
+        );
+    }
+
+    #[test]
+    fn calibrate_setup_must_be_a_command_with_a_valid_timeout() {
+        let found = problems(&format!(
+            "{VALID_MANIFEST}\n[calibrate]\nsetup = \"  \"\ntimeout = \"90\"\n"
+        ));
+        assert_eq!(found.len(), 2, "{found:#?}");
+        assert_eq!(found[0], "calibrate.setup: must not be empty");
+        assert!(found[1].starts_with("calibrate.timeout: "), "{found:#?}");
+        assert!(
+            problems(&format!(
+                "{VALID_MANIFEST}\n[calibrate]\nsetup = \"make\"\n"
+            ))
+            .is_empty()
         );
     }
 
