@@ -252,6 +252,8 @@ impl App {
                 Vec::new()
             }
             Push::ShellDetached { .. } => Vec::new(),
+            // Events were dropped on the way: re-read every session now.
+            Push::EventsSkipped { .. } => self.resync(),
         }
     }
 

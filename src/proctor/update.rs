@@ -443,6 +443,14 @@ mod tests {
     }
 
     #[test]
+    fn missed_events_make_it_reread_like_a_resync() {
+        let mut skipped = app();
+        let effects = skipped.update(Action::Push(Box::new(Push::EventsSkipped { skipped: 12 })));
+        assert!(!effects.is_empty());
+        assert_eq!(effects, app().update(Action::Resync));
+    }
+
+    #[test]
     fn leaving_the_detail_view_stops_the_mirrors() {
         let mut a = app();
         a.open_detail("a1k9qz");

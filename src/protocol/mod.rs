@@ -310,6 +310,12 @@ pub enum Push {
         shell: u32,
         reason: String,
     },
+    /// This connection fell behind and the server dropped `skipped` pushes
+    /// (session events or scoring starts): re-read what you show (`show`,
+    /// `list_sessions`). Nothing is lost from the store, only from this stream.
+    EventsSkipped {
+        skipped: u64,
+    },
 }
 
 /// Parses one client line, with an error message that says what is wrong.

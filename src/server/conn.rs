@@ -410,32 +410,22 @@ impl Conn {
         let hub = self.hub.clone();
         let mut scoring = self.hub.scoring_started.subscribe();
         let forwarder = tokio::spawn(async move {
-            use tokio::sync::broadcast::error::RecvError;
+            let wanted = |id: &str| session.as_ref().is_none_or(|s| s == id);
             loop {
                 let line = tokio::select! {
-                    logged = events.recv() => match logged {
-                        Ok((id, event)) => {
-                            if session.as_ref().is_some_and(|s| *s != id) {
-                                continue;
-                            }
-                            let visible = hub.host(&id).map(|h| h.meta.scoring.visible).unwrap_or(false);
-                            let event = redact(event, audience, visible);
-                            Push::SessionEvent { session: id, event }
+                    push = next_push(&mut events, |(id, event)| {
+                        if !wanted(&id) {
+                            return None;
                         }
-                        Err(RecvError::Lagged(_)) => continue,
-                        Err(RecvError::Closed) => break,
-                    },
-                    started = scoring.recv() => match started {
-                        Ok(s) => {
-                            if session.as_ref().is_some_and(|id| *id != s.session) {
-                                continue;
-                            }
-                            Push::ScoringStarted { session: s.session, phase: s.phase, by: s.by }
-                        }
-                        Err(RecvError::Lagged(_)) => continue,
-                        Err(RecvError::Closed) => break,
-                    },
+                        let visible = hub.host(&id).map(|h| h.meta.scoring.visible).unwrap_or(false);
+                        let event = redact(event, audience, visible);
+                        Some(Push::SessionEvent { session: id, event })
+                    }) => push,
+                    push = next_push(&mut scoring, |s| {
+                        wanted(&s.session).then_some(Push::ScoringStarted { session: s.session, phase: s.phase, by: s.by })
+                    }) => push,
                 };
+                let Some(line) = line else { break };
                 if tx.send(ServerLine::Event { event: line }).await.is_err() {
                     break;
                 }
@@ -699,5 +689,58 @@ fn shell_command(rc_file: &std::path::Path) -> (String, Vec<String>) {
             std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into()),
             vec!["-i".into()],
         ),
+    }
+}
+
+/// The next push a subscription forwards from `rx`: the first item `map`
+/// keeps, `EventsSkipped` when this subscriber fell behind and the channel
+/// dropped items for it (the client then re-reads), None once it is closed.
+/// Cancel-safe (only `recv` is awaited), so it can sit in a `select!`.
+async fn next_push<T: Clone>(
+    rx: &mut tokio::sync::broadcast::Receiver<T>,
+    mut map: impl FnMut(T) -> Option<Push>,
+) -> Option<Push> {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match rx.recv().await {
+            Ok(item) => {
+                if let Some(push) = map(item) {
+                    return Some(push);
+                }
+            }
+            Err(RecvError::Lagged(skipped)) => return Some(Push::EventsSkipped { skipped }),
+            Err(RecvError::Closed) => return None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn detached(n: u32) -> Push {
+        Push::ShellDetached {
+            session: "s".into(),
+            shell: n,
+            reason: String::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_that_falls_behind_is_told_how_much_it_missed() {
+        let (tx, mut rx) = tokio::sync::broadcast::channel::<u32>(2);
+        for n in 0..5 {
+            tx.send(n).unwrap();
+        }
+        // Keep odd items only, to see that filtering and lag reports mix.
+        let keep_odd = |n: u32| (n % 2 == 1).then(|| detached(n));
+        assert_eq!(
+            next_push(&mut rx, keep_odd).await,
+            Some(Push::EventsSkipped { skipped: 3 })
+        );
+        // Then the items still buffered (3, 4): 3 is kept, 4 is filtered out.
+        assert_eq!(next_push(&mut rx, keep_odd).await, Some(detached(3)));
+        drop(tx);
+        assert_eq!(next_push(&mut rx, keep_odd).await, None);
     }
 }

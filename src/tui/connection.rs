@@ -118,6 +118,8 @@ impl Connection {
                 }
                 Push::SessionEvent { event, .. } => Some(Action::SessionEvent(Box::new(event))),
                 Push::ScoringStarted { .. } => Some(Action::ScoringStarted),
+                // Events were dropped on the way: re-read the session.
+                Push::EventsSkipped { .. } => Some(Action::Resync),
                 #[allow(unreachable_patterns)]
                 _ => None,
             },
