@@ -429,3 +429,68 @@ async fn subscribers_see_a_scoring_run_start_and_its_entry_redacted_for_particip
         "scorer output never reaches a participant"
     );
 }
+
+#[tokio::test]
+async fn a_driver_too_slow_for_the_output_is_dropped_told_and_can_take_the_shell_back() {
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = TestServer::start();
+    let session = server.create_running(&env, Some(3600)).await;
+    let mut driver = server.participant(&session.id).await;
+    let info: ShellInfo = driver
+        .call(Request::ShellOpen {
+            session: session.id.clone(),
+            cols: 100,
+            rows: 30,
+        })
+        .await
+        .unwrap();
+    let attach = Request::ShellAttach {
+        session: session.id.clone(),
+        shell: info.shell,
+        mode: AttachMode::Driver,
+    };
+    let _: AttachReply = driver.call(attach.clone()).await.unwrap();
+    let input = |text: &str| Request::ShellInput {
+        session: session.id.clone(),
+        shell: info.shell,
+        data: b64_encode(text.as_bytes()),
+    };
+    // A flood far larger than the server queues for one client, while this
+    // client reads nothing.
+    driver
+        .send(input(
+            "head -c 40000000 /dev/zero | tr '\\0' x; touch flood-done\r",
+        ))
+        .await
+        .unwrap();
+    let done = std::path::Path::new(&session.workspace).join("flood-done");
+    assert!(
+        wait_until(Duration::from_secs(120), || done.exists()),
+        "the flood did not finish: the server waited for the slow client?"
+    );
+    let told = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if let Push::ShellDetached {
+                fell_behind,
+                reason,
+                ..
+            } = driver.next_push().await.unwrap()
+            {
+                return (fell_behind, reason);
+            }
+        }
+    })
+    .await
+    .expect("the slow driver was never told it was dropped");
+    assert!(told.0, "{told:?}");
+    assert!(told.1.contains("fell behind"), "{told:?}");
+    // Attaching again gives the current screen and the keyboard back.
+    let _: AttachReply = driver.call(attach).await.unwrap();
+    driver.send(input("echo back-$((6*7))\r")).await.unwrap();
+    let mut screen = String::new();
+    assert!(
+        read_until(&mut driver, info.shell, "back-42", &mut screen).await,
+        "typing after re-attaching: {}",
+        &screen[screen.len().saturating_sub(300)..]
+    );
+}

@@ -302,3 +302,40 @@ fn a_score_typed_in_the_shell_shows_the_scoring_indicator_until_its_entry_arrive
     app.update(Action::SessionEvent(Box::new(event)));
     assert_eq!(app.scoring_since_s, None);
 }
+
+#[test]
+fn a_tab_dropped_for_falling_behind_attaches_again_by_itself() {
+    let mut app = running_app(3600.0);
+    let effects = app.update(Action::ShellDetached {
+        shell: 0,
+        reason: "this client fell behind the shell's output".into(),
+        fell_behind: true,
+    });
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Send(_, Request::ShellAttach { shell: 0, .. }))),
+        "{effects:?}"
+    );
+    assert!(app.tabs[0].gone.is_none());
+    // Taken over by another client: the tab says so and waits for the key.
+    let mut app = running_app(3600.0);
+    let effects = app.update(Action::ShellDetached {
+        shell: 0,
+        reason: "another client took over this shell".into(),
+        fell_behind: false,
+    });
+    assert!(
+        !effects
+            .iter()
+            .any(|e| matches!(e, Effect::Send(_, Request::ShellAttach { .. }))),
+        "{effects:?}"
+    );
+    assert!(
+        app.tabs[0]
+            .gone
+            .as_deref()
+            .unwrap_or("")
+            .contains("took over")
+    );
+}

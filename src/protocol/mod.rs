@@ -304,11 +304,15 @@ pub enum Push {
         phase: crate::session::ScorePhase,
         by: String,
     },
-    /// This client no longer drives the shell (another driver took over).
+    /// This client no longer drives (or watches) the shell: another driver
+    /// took over, or it `fell_behind` the output and was dropped rather than
+    /// waited for (attach again to get the current screen).
     ShellDetached {
         session: String,
         shell: u32,
         reason: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        fell_behind: bool,
     },
     /// This connection fell behind and the server dropped `skipped` pushes
     /// (session events or scoring starts): re-read what you show (`show`,

@@ -723,6 +723,7 @@ mod tests {
             session: "s".into(),
             shell: n,
             reason: String::new(),
+            fell_behind: false,
         }
     }
 

@@ -189,6 +189,7 @@ impl ShellHost {
                             session: self.session.clone(),
                             shell: self.id,
                             reason: "another client took over this shell".into(),
+                            fell_behind: false,
                         },
                     });
                 }
@@ -275,7 +276,7 @@ impl ShellHost {
                 data: b64_encode(bytes),
             },
         };
-        broadcast(&mut screen, &line);
+        broadcast(&self.session, self.id, &mut screen, &line);
     }
 
     fn on_exit(&self, exit: ShellExit) {
@@ -291,20 +292,46 @@ impl ShellHost {
                 signal: exit.signal,
             },
         };
-        broadcast(&mut screen, &line);
+        broadcast(&self.session, self.id, &mut screen, &line);
     }
 }
 
-/// Sends to every attached client; one that cannot keep up is dropped, never waited for.
-fn broadcast(screen: &mut Screen, line: &ServerLine) {
+/// Sends to every attached client; one that cannot keep up is dropped, never
+/// waited for, and told so once its queue has room again.
+fn broadcast(session: &str, shell: u32, screen: &mut Screen, line: &ServerLine) {
+    let mut dropped = Vec::new();
     if let Some(d) = &screen.driver
         && d.tx.try_send(line.clone()).is_err()
     {
-        screen.driver = None;
+        dropped.extend(screen.driver.take());
     }
-    screen
-        .watchers
-        .retain(|w| w.tx.try_send(line.clone()).is_ok());
+    let (kept, slow): (Vec<_>, Vec<_>) = std::mem::take(&mut screen.watchers)
+        .into_iter()
+        .partition(|w| w.tx.try_send(line.clone()).is_ok());
+    screen.watchers = kept;
+    dropped.extend(slow);
+    for sub in dropped {
+        tell_fell_behind(session, shell, sub);
+    }
+}
+
+/// The detach notice for a client dropped for being slow: sent when its
+/// queue has room (a closed connection just ends the task).
+fn tell_fell_behind(session: &str, shell: u32, sub: Subscriber) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let notice = ServerLine::Event {
+        event: Push::ShellDetached {
+            session: session.to_string(),
+            shell,
+            reason: "this client fell behind the shell's output".into(),
+            fell_behind: true,
+        },
+    };
+    runtime.spawn(async move {
+        let _ = sub.tx.send(notice).await;
+    });
 }
 
 async fn pump_output(

@@ -122,6 +122,8 @@ pub enum Action {
     ShellDetached {
         shell: u32,
         reason: String,
+        /// Dropped for being slow, not taken over: attach again at once.
+        fell_behind: bool,
     },
     SessionEvent(Box<Event>),
     /// A scoring run began (ours, or `score` typed in a shell).

@@ -113,9 +113,16 @@ impl Connection {
                     Some(Action::ShellOutput { shell, data })
                 }
                 Push::ShellExited { shell, .. } => Some(Action::ShellExited { shell }),
-                Push::ShellDetached { shell, reason, .. } => {
-                    Some(Action::ShellDetached { shell, reason })
-                }
+                Push::ShellDetached {
+                    shell,
+                    reason,
+                    fell_behind,
+                    ..
+                } => Some(Action::ShellDetached {
+                    shell,
+                    reason,
+                    fell_behind,
+                }),
                 Push::SessionEvent { event, .. } => Some(Action::SessionEvent(Box::new(event))),
                 Push::ScoringStarted { .. } => Some(Action::ScoringStarted),
                 // Events were dropped on the way: re-read the session.

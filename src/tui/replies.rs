@@ -35,7 +35,19 @@ impl App {
                 }
             }
             Action::ShellExited { shell } => self.remove_tab(shell, effects),
-            Action::ShellDetached { shell, reason } => {
+            Action::ShellDetached {
+                shell,
+                fell_behind: true,
+                ..
+            } => {
+                // The screen we show missed output: take the shell back,
+                // which brings its current screen.
+                self.reattach(shell, effects);
+                self.notify(
+                    "output came faster than this terminal could show it; the screen was redrawn",
+                );
+            }
+            Action::ShellDetached { shell, reason, .. } => {
                 if let Some(tab) = self.tabs.iter_mut().find(|t| t.shell == shell) {
                     tab.gone = Some(format!(
                         "{reason}. {} r takes it back.",
