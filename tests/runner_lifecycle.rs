@@ -309,3 +309,44 @@ async fn futures_join(handles: Vec<tokio::task::JoinHandle<()>>) {
         h.await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn the_operators_credentials_reach_the_scorer_but_not_session_processes() {
+    // The scorer prints what it sees of the operator's key as its message.
+    let (_env_dir, env) = fixture_env(|t| t);
+    std::fs::write(
+        env.join("score.sh"),
+        "#!/bin/sh\necho \"{\\\"raw\\\": 1.0, \\\"message\\\": \\\"key=${REBENCH_JUDGE_KEY:-none}\\\"}\"\n",
+    )
+    .unwrap();
+    let server = TestServer::start_with_env(&[
+        ("REBENCH_JUDGE_KEY", "sk-operator-judge"),
+        ("OPENAI_API_KEY", "sk-operator-openai"),
+        ("HF_TOKEN", "hf-operator"),
+        ("OPERATOR_SETTING", "kept"),
+    ]);
+    let session = server.create_running(&env, Some(3600)).await;
+    let seen = exec(
+        &server,
+        &session.id,
+        "echo \"judge=${REBENCH_JUDGE_KEY:-none} openai=${OPENAI_API_KEY:-none} hf=${HF_TOKEN:-none} setting=${OPERATOR_SETTING:-none} own=${REBENCH_SESSION:+set}\"",
+    )
+    .await;
+    assert_eq!(
+        seen.stdout.trim(),
+        "judge=none openai=none hf=none setting=kept own=set",
+        "{seen:?}"
+    );
+    let entry: serde_json::Value = server
+        .admin()
+        .await
+        .call(Request::Score {
+            session: session.id.clone(),
+        })
+        .await
+        .unwrap();
+    assert!(
+        entry.to_string().contains("key=sk-operator-judge"),
+        "the scorer needs the operator's key: {entry}"
+    );
+}

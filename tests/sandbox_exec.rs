@@ -11,6 +11,7 @@ fn spec(command: &str, cwd: &Path) -> ExecSpec {
         command: command.to_string(),
         cwd: cwd.to_path_buf(),
         env: Vec::new(),
+        env_remove: Vec::new(),
         timeout: Duration::from_secs(20),
         output_limit: 64 * 1024,
         stdin: None,
@@ -206,4 +207,14 @@ async fn cancelled_exec_kills_its_process_group() {
         wait_gone(read_pid(&pid_file)).await,
         "background sleep survived"
     );
+}
+
+#[tokio::test]
+async fn removed_variables_are_not_inherited_but_added_ones_are_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = spec("echo \"${HOME:-no-home} ${ADDED:-no-added}\"", dir.path());
+    s.env_remove = vec!["HOME".into()];
+    s.env = vec![("ADDED".into(), "yes".into())];
+    let result = exec(&s).await.unwrap();
+    assert_eq!(result.stdout.trim(), "no-home yes", "{result:?}");
 }

@@ -27,6 +27,8 @@ pub struct ExecSpec {
     pub cwd: PathBuf,
     /// Added on top of the inherited environment.
     pub env: Vec<(String, String)>,
+    /// Removed from the inherited environment first (see `secrets`).
+    pub env_remove: Vec<String>,
     pub timeout: Duration,
     /// Bytes kept from each of stdout and stderr.
     pub output_limit: usize,
@@ -121,10 +123,11 @@ fn spawn_shell(spec: &ExecSpec) -> anyhow::Result<Child> {
 
 fn build_command(shell: &str, spec: &ExecSpec) -> Command {
     let mut command = Command::new(shell);
+    command.arg("-c").arg(&spec.command).current_dir(&spec.cwd);
+    for name in &spec.env_remove {
+        command.env_remove(name);
+    }
     command
-        .arg("-c")
-        .arg(&spec.command)
-        .current_dir(&spec.cwd)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(if spec.stdin.is_some() {
             Stdio::piped()
@@ -224,6 +227,7 @@ mod tests {
             command: "true".into(),
             cwd: PathBuf::from("/"),
             env: Vec::new(),
+            env_remove: Vec::new(),
             timeout: Duration::from_secs(1),
             output_limit: 1,
             stdin: None,

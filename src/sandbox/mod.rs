@@ -8,6 +8,7 @@
 pub mod exec;
 pub mod procs;
 pub mod pty;
+pub mod secrets;
 
 mod capture;
 mod procfs;

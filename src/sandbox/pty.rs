@@ -16,6 +16,8 @@ pub struct ShellSpec {
     pub cwd: PathBuf,
     /// Added on top of the inherited environment (the caller sets TERM here).
     pub env: Vec<(String, String)>,
+    /// Removed from the inherited environment first (see `secrets`).
+    pub env_remove: Vec<String>,
     pub cols: u16,
     pub rows: u16,
 }
@@ -56,6 +58,9 @@ impl PtyShell {
         let mut command = CommandBuilder::new(&spec.program);
         command.args(&spec.args);
         command.cwd(&spec.cwd);
+        for name in &spec.env_remove {
+            command.env_remove(name);
+        }
         for (key, value) in &spec.env {
             command.env(key, value);
         }

@@ -723,7 +723,8 @@ impl Hub {
         let _ = tokio::task::spawn_blocking(move || procs::kill_all(&marker)).await;
     }
 
-    /// The environment of a session's shells and commands.
+    /// The environment of a session's shells and commands, on top of the
+    /// server's own minus `session_env_withheld`.
     pub fn session_env(&self, host: &Host) -> Vec<(String, String)> {
         let mut path =
             std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
@@ -799,6 +800,7 @@ impl Hub {
             command: command.clone(),
             cwd: workdir.clone(),
             env: self.session_env(&host),
+            env_remove: session_env_withheld(),
             timeout,
             output_limit: EXEC_OUTPUT_LIMIT,
             stdin: None,
@@ -867,4 +869,10 @@ async fn watch_shell_exits(
         })
         .await;
     }
+}
+
+/// The server's variables a session's shells and commands do not inherit:
+/// the operator's credentials and `REBENCH_*` settings (scorers keep them).
+pub fn session_env_withheld() -> Vec<String> {
+    crate::sandbox::secrets::withheld(std::env::vars_os().map(|(name, _)| name))
 }

@@ -23,10 +23,17 @@ pub struct TestServer {
     pub dir: tempfile::TempDir,
     pub paths: DataPaths,
     pub child: Option<Child>,
+    /// Extra variables in the server's environment (kept across restarts).
+    pub env: Vec<(String, String)>,
 }
 
 impl TestServer {
     pub fn start() -> TestServer {
+        Self::start_with_env(&[])
+    }
+
+    /// A server whose environment also has `vars` (an operator's settings).
+    pub fn start_with_env(vars: &[(&str, &str)]) -> TestServer {
         let dir = tempfile::Builder::new()
             .prefix("rb")
             .tempdir_in("/tmp")
@@ -36,6 +43,10 @@ impl TestServer {
             dir,
             paths,
             child: None,
+            env: vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         server.spawn();
         server
@@ -46,6 +57,7 @@ impl TestServer {
         let child = Command::new(BIN)
             .args(["serve", "--data-dir"])
             .arg(&self.paths.root)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
