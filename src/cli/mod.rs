@@ -33,7 +33,19 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the runner server in the foreground (other commands start it in the background).
+    /// `REBENCH_ISOLATION=bwrap` runs each session in a bubblewrap jail.
     Serve,
+    /// Internal: run a command inside a session's jail (isolated sessions).
+    #[command(hide = true)]
+    SandboxEnter {
+        /// Host pid of the jail's init.
+        #[arg(long)]
+        target: i32,
+        #[arg(long)]
+        cwd: std::path::PathBuf,
+        #[arg(last = true, required = true)]
+        command: Vec<std::ffi::OsString>,
+    },
     /// Stop the data dir's server (running sessions are paused first, so no budget is lost).
     Shutdown,
     /// Environments: list, show, validate, calibrate.
@@ -167,6 +179,12 @@ pub fn run(cli: Cli) -> i32 {
     let json = cli.json;
     match cli.command {
         Command::Serve => serve(paths),
+        // Before any runtime: joining namespaces needs a single thread.
+        Command::SandboxEnter {
+            target,
+            cwd,
+            command,
+        } => report(crate::sandbox::enter::enter_and_run(target, &cwd, &command)),
         Command::Env(cmd) => report(env_cmd::run(cmd, &paths, json)),
         Command::Task(cmd) => report(block_on(task::run(cmd, json))),
         Command::Export(args) => report(block_on(crate::recording::export(args, &paths))),

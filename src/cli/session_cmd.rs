@@ -172,6 +172,7 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
             ));
         }
         Command::Serve
+        | Command::SandboxEnter { .. }
         | Command::Env(_)
         | Command::Task(_)
         | Command::Export(_)

@@ -5,7 +5,9 @@
 //! (`setsid`, `nohup`, `disown`), so scanning `/proc` for the marker finds them
 //! all, which is what makes pausing and ending a session airtight.
 
+pub mod enter;
 pub mod exec;
+pub mod jail;
 pub mod procs;
 pub mod pty;
 pub mod secrets;

@@ -1,0 +1,247 @@
+//! Isolated sessions (`REBENCH_ISOLATION=bwrap`): one bubblewrap jail per
+//! session, started with the session's first shell or command, in which all
+//! of its processes run (joined with `rebench sandbox-enter`, see `enter`).
+//!
+//! Inside, the filesystem is the host's, read-only, except: the session
+//! workspace (writable), a private `/tmp`, and nothing at all of the data
+//! dir (the store, the admin socket, other workspaces, hidden preparations)
+//! or of the environment folders (scorers, reference solutions) beyond what
+//! the session needs (its venv, read-only; the participant socket; the shell
+//! rc). Its own pid namespace hides the server and every other process, and
+//! killing the jail's init kills everything inside, marked or not.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use anyhow::{Context, bail};
+
+use super::SessionMarker;
+use super::sys::signal_process;
+
+/// The environment variable that turns isolation on for a server.
+pub const ISOLATION_VAR: &str = "REBENCH_ISOLATION";
+
+/// How a server runs session processes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Isolation {
+    /// Directly, as the server's user (the default).
+    None,
+    /// In a bubblewrap jail per session; the path of `bwrap`.
+    Bwrap(PathBuf),
+}
+
+impl Isolation {
+    /// From `REBENCH_ISOLATION` (`none`, unset or empty: none; `bwrap`).
+    pub fn from_env() -> anyhow::Result<Isolation> {
+        match std::env::var(ISOLATION_VAR).unwrap_or_default().as_str() {
+            "" | "none" => Ok(Isolation::None),
+            "bwrap" => match find_on_path("bwrap") {
+                Some(path) => Ok(Isolation::Bwrap(path)),
+                None => {
+                    bail!("{ISOLATION_VAR}=bwrap, but bwrap is not on PATH (install bubblewrap)")
+                }
+            },
+            other => bail!("{ISOLATION_VAR}={other:?}: expected none or bwrap"),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Isolation::None => "none",
+            Isolation::Bwrap(_) => "bwrap",
+        }
+    }
+}
+
+/// What one session's jail shows and hides (absolute paths).
+#[derive(Debug, Clone, Default)]
+pub struct Layout {
+    /// Emptied (a tmpfs over each) first: data dir, environment folders,
+    /// the operator's credential folders.
+    pub hidden: Vec<PathBuf>,
+    /// Then shown again, read-only (venv, rc file, the rebench binary's folder).
+    pub read_only: Vec<PathBuf>,
+    /// Then shown again, writable (the workspace, the participant socket).
+    pub writable: Vec<PathBuf>,
+    /// A folder mounted as the jail's /tmp.
+    pub tmp: PathBuf,
+}
+
+/// A running jail: bwrap and the host pid of its init.
+pub struct Jail {
+    bwrap: Child,
+    init_pid: i32,
+}
+
+impl Jail {
+    /// Starts the jail; its init (`sleep infinity`, carrying the session
+    /// marker so that pausing and ending a session reach it) keeps the
+    /// namespaces alive until `stop`.
+    pub fn start(bwrap: &Path, layout: &Layout, marker: &SessionMarker) -> anyhow::Result<Jail> {
+        std::fs::create_dir_all(&layout.tmp)
+            .with_context(|| format!("creating {}", layout.tmp.display()))?;
+        let (mut info_read, info_write) = std::io::pipe().context("creating a pipe for bwrap")?;
+        let mut command = Command::new(bwrap);
+        command
+            .args(["--unshare-user", "--unshare-pid", "--unshare-ipc"])
+            .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
+        for path in layout.hidden.iter().filter(|p| p.exists()) {
+            command.arg("--tmpfs").arg(path);
+        }
+        for path in layout.read_only.iter().filter(|p| p.exists()) {
+            command.arg("--ro-bind").arg(path).arg(path);
+        }
+        for path in layout.writable.iter().filter(|p| p.exists()) {
+            command.arg("--bind").arg(path).arg(path);
+        }
+        command.arg("--bind").arg(&layout.tmp).arg("/tmp");
+        // bwrap writes {"child-pid": N, ...} to fd 3 once the init runs.
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&info_write);
+        command
+            .args(["--info-fd", &fd.to_string(), "--", "sleep", "infinity"])
+            .env(&marker.key, &marker.value)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        // SAFETY: pre_exec runs between fork and exec; it only clears the
+        // close-on-exec flag of the pipe's write end, open in the child.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut bwrap = command
+            .spawn()
+            .with_context(|| format!("starting {}", bwrap.display()))?;
+        // Our copies must go, or the read below never sees EOF on failure.
+        drop(command);
+        drop(info_write);
+        let mut info = String::new();
+        let read = info_read.read_to_string(&mut info);
+        let init_pid = match (read, child_pid(&info)) {
+            (Ok(_), Some(pid)) => pid,
+            _ => {
+                let _ = bwrap.kill();
+                let mut stderr = String::new();
+                if let Some(mut err) = bwrap.stderr.take() {
+                    let _ = err.read_to_string(&mut stderr);
+                }
+                let _ = bwrap.wait();
+                bail!("bwrap did not start the session jail: {}", stderr.trim());
+            }
+        };
+        Ok(Jail { bwrap, init_pid })
+    }
+
+    /// The host pid of the jail's init (what `sandbox-enter --target` takes).
+    pub fn init_pid(&self) -> i32 {
+        self.init_pid
+    }
+
+    /// `program args` as run inside the jail, in `cwd`.
+    pub fn wrap(
+        &self,
+        enter_exe: &Path,
+        program: &str,
+        args: &[String],
+        cwd: &Path,
+    ) -> (String, Vec<String>) {
+        enter_argv(enter_exe, self.init_pid, program, args, cwd)
+    }
+
+    /// Whether the jail still runs (its init may have been killed).
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.bwrap.try_wait(), Ok(None))
+    }
+
+    /// Kills the init, which takes every process in the jail with it.
+    pub fn stop(&mut self) {
+        signal_process(self.init_pid, libc::SIGKILL);
+        let _ = self.bwrap.kill();
+        let _ = self.bwrap.wait();
+    }
+}
+
+impl Drop for Jail {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// `enter_exe sandbox-enter --target PID --cwd CWD -- program args...`
+fn enter_argv(
+    enter_exe: &Path,
+    init_pid: i32,
+    program: &str,
+    args: &[String],
+    cwd: &Path,
+) -> (String, Vec<String>) {
+    let mut wrapped = vec![
+        "sandbox-enter".to_string(),
+        "--target".to_string(),
+        init_pid.to_string(),
+        "--cwd".to_string(),
+        cwd.display().to_string(),
+        "--".to_string(),
+        program.to_string(),
+    ];
+    wrapped.extend(args.iter().cloned());
+    (enter_exe.display().to_string(), wrapped)
+}
+
+fn child_pid(info: &str) -> Option<i32> {
+    let value: serde_json::Value = serde_json::from_str(info.trim()).ok()?;
+    value.get("child-pid")?.as_i64()?.try_into().ok()
+}
+
+fn find_on_path(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn child_pid_is_read_from_bwraps_info() {
+        assert_eq!(
+            child_pid("{\n    \"child-pid\": 4242,\n    \"pid-namespace\": 1\n}\n"),
+            Some(4242)
+        );
+        assert_eq!(child_pid(""), None);
+        assert_eq!(child_pid("{\"child-pid\": \"x\"}"), None);
+    }
+
+    #[test]
+    fn commands_are_wrapped_in_sandbox_enter() {
+        let (program, args) = enter_argv(
+            Path::new("/bin/rebench"),
+            77,
+            "bash",
+            &["-c".into(), "ls".into()],
+            Path::new("/ws"),
+        );
+        assert_eq!(program, "/bin/rebench");
+        assert_eq!(
+            args,
+            [
+                "sandbox-enter",
+                "--target",
+                "77",
+                "--cwd",
+                "/ws",
+                "--",
+                "bash",
+                "-c",
+                "ls"
+            ]
+        );
+    }
+}
