@@ -238,6 +238,7 @@ impl Scorer<'_> {
                 .prepared
                 .session_env(std::env::var_os("PATH").as_deref()),
             env_remove: crate::sandbox::secrets::withheld(std::env::vars_os().map(|(k, _)| k)),
+            prefix: Vec::new(),
             timeout: parse_duration(&calibrate.timeout).unwrap_or(Duration::from_secs(3600)),
             output_limit: OUTPUT_LIMIT,
             stdin: None,

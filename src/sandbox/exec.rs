@@ -29,6 +29,9 @@ pub struct ExecSpec {
     pub env: Vec<(String, String)>,
     /// Removed from the inherited environment first (see `secrets`).
     pub env_remove: Vec<String>,
+    /// Run `bash -c command` through this argv (a session's jail, see
+    /// `jail`); empty: directly.
+    pub prefix: Vec<String>,
     pub timeout: Duration,
     /// Bytes kept from each of stdout and stderr.
     pub output_limit: usize,
@@ -122,7 +125,14 @@ fn spawn_shell(spec: &ExecSpec) -> anyhow::Result<Child> {
 }
 
 fn build_command(shell: &str, spec: &ExecSpec) -> Command {
-    let mut command = Command::new(shell);
+    let mut command = match spec.prefix.split_first() {
+        Some((program, args)) => {
+            let mut command = Command::new(program);
+            command.args(args).arg(shell);
+            command
+        }
+        None => Command::new(shell),
+    };
     command.arg("-c").arg(&spec.command).current_dir(&spec.cwd);
     for name in &spec.env_remove {
         command.env_remove(name);
@@ -228,6 +238,7 @@ mod tests {
             cwd: PathBuf::from("/"),
             env: Vec::new(),
             env_remove: Vec::new(),
+            prefix: Vec::new(),
             timeout: Duration::from_secs(1),
             output_limit: 1,
             stdin: None,

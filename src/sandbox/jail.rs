@@ -75,7 +75,8 @@ pub struct Jail {
 }
 
 impl Jail {
-    /// Starts the jail; its init (`sleep infinity`, carrying the session
+    /// Starts the jail and waits until it is set up; its init (`sleep
+    /// infinity` after a readiness line, carrying the session
     /// marker so that pausing and ending a session reach it) keeps the
     /// namespaces alive until `stop`.
     pub fn start(bwrap: &Path, layout: &Layout, marker: &SessionMarker) -> anyhow::Result<Jail> {
@@ -86,8 +87,14 @@ impl Jail {
         command
             .args(["--unshare-user", "--unshare-pid", "--unshare-ipc"])
             .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
-        for path in layout.hidden.iter().filter(|p| p.exists()) {
-            command.arg("--tmpfs").arg(path);
+        // /tmp first: the data dir (and so the workspace) may live under it.
+        command.arg("--bind").arg(&layout.tmp).arg("/tmp");
+        for path in &layout.hidden {
+            if path.is_dir() {
+                command.arg("--tmpfs").arg(path);
+            } else if path.exists() {
+                command.arg("--ro-bind").arg("/dev/null").arg(path);
+            }
         }
         for path in layout.read_only.iter().filter(|p| p.exists()) {
             command.arg("--ro-bind").arg(path).arg(path);
@@ -95,14 +102,16 @@ impl Jail {
         for path in layout.writable.iter().filter(|p| p.exists()) {
             command.arg("--bind").arg(path).arg(path);
         }
-        command.arg("--bind").arg(&layout.tmp).arg("/tmp");
         // bwrap writes {"child-pid": N, ...} to fd 3 once the init runs.
         let fd = std::os::fd::AsRawFd::as_raw_fd(&info_write);
+        // The info comes before the mounts are all made; the init's "ready"
+        // line comes after (joining earlier would see a half-built tree).
         command
-            .args(["--info-fd", &fd.to_string(), "--", "sleep", "infinity"])
+            .args(["--info-fd", &fd.to_string(), "--", "sh", "-c"])
+            .arg("echo ready && exec sleep infinity")
             .env(&marker.key, &marker.value)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         // SAFETY: pre_exec runs between fork and exec; it only clears the
         // close-on-exec flag of the pipe's write end, open in the child.
@@ -122,8 +131,12 @@ impl Jail {
         drop(info_write);
         let mut info = String::new();
         let read = info_read.read_to_string(&mut info);
+        let mut ready = String::new();
+        if let Some(stdout) = bwrap.stdout.take() {
+            let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut ready);
+        }
         let init_pid = match (read, child_pid(&info)) {
-            (Ok(_), Some(pid)) => pid,
+            (Ok(_), Some(pid)) if ready.trim() == "ready" => pid,
             _ => {
                 let _ = bwrap.kill();
                 let mut stderr = String::new();
@@ -142,15 +155,10 @@ impl Jail {
         self.init_pid
     }
 
-    /// `program args` as run inside the jail, in `cwd`.
-    pub fn wrap(
-        &self,
-        enter_exe: &Path,
-        program: &str,
-        args: &[String],
-        cwd: &Path,
-    ) -> (String, Vec<String>) {
-        enter_argv(enter_exe, self.init_pid, program, args, cwd)
+    /// The argv prefix that runs a command inside the jail, in `cwd`:
+    /// `enter_exe sandbox-enter --target PID --cwd CWD --`.
+    pub fn prefix(&self, enter_exe: &Path, cwd: &Path) -> Vec<String> {
+        enter_prefix(enter_exe, self.init_pid, cwd)
     }
 
     /// Whether the jail still runs (its init may have been killed).
@@ -172,25 +180,16 @@ impl Drop for Jail {
     }
 }
 
-/// `enter_exe sandbox-enter --target PID --cwd CWD -- program args...`
-fn enter_argv(
-    enter_exe: &Path,
-    init_pid: i32,
-    program: &str,
-    args: &[String],
-    cwd: &Path,
-) -> (String, Vec<String>) {
-    let mut wrapped = vec![
+fn enter_prefix(enter_exe: &Path, init_pid: i32, cwd: &Path) -> Vec<String> {
+    vec![
+        enter_exe.display().to_string(),
         "sandbox-enter".to_string(),
         "--target".to_string(),
         init_pid.to_string(),
         "--cwd".to_string(),
         cwd.display().to_string(),
         "--".to_string(),
-        program.to_string(),
-    ];
-    wrapped.extend(args.iter().cloned());
-    (enter_exe.display().to_string(), wrapped)
+    ]
 }
 
 fn child_pid(info: &str) -> Option<i32> {
@@ -220,27 +219,17 @@ mod tests {
     }
 
     #[test]
-    fn commands_are_wrapped_in_sandbox_enter() {
-        let (program, args) = enter_argv(
-            Path::new("/bin/rebench"),
-            77,
-            "bash",
-            &["-c".into(), "ls".into()],
-            Path::new("/ws"),
-        );
-        assert_eq!(program, "/bin/rebench");
+    fn commands_are_prefixed_with_sandbox_enter() {
         assert_eq!(
-            args,
+            enter_prefix(Path::new("/bin/rebench"), 77, Path::new("/ws")),
             [
+                "/bin/rebench",
                 "sandbox-enter",
                 "--target",
                 "77",
                 "--cwd",
                 "/ws",
-                "--",
-                "bash",
-                "-c",
-                "ls"
+                "--"
             ]
         );
     }

@@ -643,6 +643,7 @@ async fn open_shell(
         }
     }
     let (program, args) = shell_command(&hub.rc_file);
+    let (program, args) = hub.session_command(&host, &program, &args, &host.meta.workspace)?;
     let spec = ShellSpec {
         program,
         args,

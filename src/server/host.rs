@@ -73,6 +73,9 @@ pub struct Host {
     scoring_since: Mutex<Option<chrono::DateTime<Utc>>>,
     pub events: broadcast::Sender<(String, Event)>,
     pub shell_exits: mpsc::UnboundedSender<ShellEnded>,
+    /// The session's jail, when the server isolates sessions; started with
+    /// the first shell or command, stopped when the session ends.
+    pub jail: Mutex<Option<crate::sandbox::jail::Jail>>,
 }
 
 impl Host {
@@ -104,12 +107,17 @@ impl Host {
             scoring_since: Mutex::new(None),
             events,
             shell_exits: exit_tx,
+            jail: Mutex::new(None),
         });
         (host, exit_rx)
     }
 
     pub fn id(&self) -> &str {
         &self.meta.id
+    }
+
+    pub fn jail_guard(&self) -> std::sync::MutexGuard<'_, Option<crate::sandbox::jail::Jail>> {
+        self.jail.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn marker(&self) -> SessionMarker {

@@ -1,7 +1,7 @@
 //! The hub: every hosted session, and the operations on them.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,6 +12,7 @@ use crate::environment::{Environment, files, hardware, prepare};
 use crate::paths::DataPaths;
 use crate::protocol::{Audience, CreateSession, ErrorCode, ExecReply, ScoreView, SessionView};
 use crate::sandbox::exec::{ExecSpec, exec};
+use crate::sandbox::jail::{Isolation, Jail, Layout};
 use crate::sandbox::procs;
 use crate::scoring::protected;
 use crate::session::event::ExecRecord;
@@ -61,6 +62,8 @@ pub struct Hub {
     pub rc_file: PathBuf,
     /// The folder of the running `rebench` binary (put on the shells' PATH).
     pub bin_dir: Option<PathBuf>,
+    /// How session processes run: directly, or each session in its jail.
+    pub isolation: Isolation,
     pub shutdown: tokio::sync::Notify,
 }
 
@@ -70,6 +73,7 @@ impl Hub {
         clock: Arc<dyn MonotonicClock>,
         paths: DataPaths,
         rc_file: PathBuf,
+        isolation: Isolation,
     ) -> Arc<Hub> {
         let (events, _) = broadcast::channel(4096);
         let (scoring_started, _) = broadcast::channel(256);
@@ -85,6 +89,7 @@ impl Hub {
             scoring_started,
             rc_file,
             bin_dir,
+            isolation,
             shutdown: tokio::sync::Notify::new(),
         })
     }
@@ -719,8 +724,82 @@ impl Hub {
         for shell in &shells {
             shell.kill();
         }
+        // Everything in the jail dies with its init, marked or not.
+        if let Some(mut jail) = host.jail_guard().take() {
+            jail.stop();
+        }
         let marker = host.marker();
         let _ = tokio::task::spawn_blocking(move || procs::kill_all(&marker)).await;
+    }
+
+    /// How to start `program args` in `cwd` for this session: as is, or,
+    /// when sessions are isolated, through its jail (started if need be).
+    pub fn session_command(
+        &self,
+        host: &Host,
+        program: &str,
+        args: &[String],
+        cwd: &Path,
+    ) -> OpResult<(String, Vec<String>)> {
+        let prefix = self.jail_prefix(host, cwd)?;
+        match prefix.split_first() {
+            None => Ok((program.to_string(), args.to_vec())),
+            Some((enter, rest)) => {
+                let mut wrapped = rest.to_vec();
+                wrapped.push(program.to_string());
+                wrapped.extend(args.iter().cloned());
+                Ok((enter.clone(), wrapped))
+            }
+        }
+    }
+
+    /// The argv that runs a command inside the session's jail in `cwd`
+    /// (`rebench sandbox-enter ... --`); empty without isolation.
+    fn jail_prefix(&self, host: &Host, cwd: &Path) -> OpResult<Vec<String>> {
+        let Isolation::Bwrap(bwrap) = &self.isolation else {
+            return Ok(Vec::new());
+        };
+        let exe = std::env::current_exe()
+            .map_err(|e| OpError::internal(format!("cannot find the rebench binary: {e}")))?;
+        let mut slot = host.jail_guard();
+        if let Some(jail) = slot.as_mut()
+            && !jail.is_running()
+        {
+            tracing::warn!(session = %host.meta.id, "the session's jail had stopped; starting a new one");
+            *slot = None;
+        }
+        if slot.is_none() {
+            let jail =
+                Jail::start(bwrap, &self.jail_layout(host), &host.marker()).map_err(|e| {
+                    OpError::internal(format!("could not start the session's jail: {e:#}"))
+                })?;
+            tracing::info!(session = %host.meta.id, init = jail.init_pid(), "session jail started");
+            *slot = Some(jail);
+        }
+        let Some(jail) = slot.as_ref() else {
+            return Err(OpError::internal("the session's jail is gone"));
+        };
+        Ok(jail.prefix(&exe, cwd))
+    }
+
+    /// What a session's jail hides and shows: see `sandbox::jail`.
+    fn jail_layout(&self, host: &Host) -> Layout {
+        let mut hidden = vec![self.paths.root.clone(), host.meta.env_dir.clone()];
+        hidden.extend(crate::environment::discovery::search_path(&self.paths.root));
+        if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
+            hidden.extend(OPERATOR_PRIVATE.iter().map(|p| home.join(p)));
+        }
+        let mut read_only = vec![self.rc_file.clone()];
+        read_only.extend(self.bin_dir.clone());
+        if let Some(venv) = host.meta.prepared.as_ref().and_then(|p| p.venv.clone()) {
+            read_only.push(venv);
+        }
+        Layout {
+            hidden,
+            read_only,
+            writable: vec![host.meta.workspace.clone(), self.paths.participant_socket()],
+            tmp: self.paths.root.join("tmp").join(&host.meta.id),
+        }
     }
 
     /// The environment of a session's shells and commands, on top of the
@@ -801,6 +880,7 @@ impl Hub {
             cwd: workdir.clone(),
             env: self.session_env(&host),
             env_remove: session_env_withheld(),
+            prefix: self.jail_prefix(&host, &workdir)?,
             timeout,
             output_limit: EXEC_OUTPUT_LIMIT,
             stdin: None,
@@ -876,3 +956,19 @@ async fn watch_shell_exits(
 pub fn session_env_withheld() -> Vec<String> {
     crate::sandbox::secrets::withheld(std::env::vars_os().map(|(name, _)| name))
 }
+
+/// Folders and files under the operator's home that a jail hides: keys,
+/// cloud credentials, and rebench's default data dir.
+const OPERATOR_PRIVATE: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".kube",
+    ".docker",
+    ".netrc",
+    ".git-credentials",
+    ".config/gcloud",
+    ".config/gh",
+    ".local/share/rebench",
+];

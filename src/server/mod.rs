@@ -49,7 +49,12 @@ pub async fn serve_with_clock(
     let rc_file = paths.assets().join("session.bashrc");
     std::fs::write(&rc_file, SESSION_RC)
         .with_context(|| format!("cannot write {}", rc_file.display()))?;
-    let hub = hub::Hub::new(store.clone(), clock, paths.clone(), rc_file);
+    let isolation = crate::sandbox::jail::Isolation::from_env()?;
+    tracing::info!(
+        isolation = isolation.name(),
+        "session processes run with this isolation"
+    );
+    let hub = hub::Hub::new(store.clone(), clock, paths.clone(), rc_file, isolation);
     recovery::load_and_recover(&hub).await?;
 
     let admin = bind(&paths.socket())?;

@@ -1,0 +1,268 @@
+//! Isolated sessions (`REBENCH_ISOLATION=bwrap`) through the real server:
+//! every shell and command of a session runs in its bubblewrap jail, which
+//! shows the workspace and hides the data dir (store, admin socket, other
+//! workspaces), the environment folder (scorer, reference) and the server;
+//! jobs share one pid namespace and all die with the session, even those
+//! that scrub the session marker from their environment.
+//!
+//! Needs bubblewrap (and user namespaces): without it these tests print
+//! "SKIPPED: ..." and pass, unless `REBENCH_REQUIRE_BWRAP=1` (CI).
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use rebench::protocol::{
+    AttachMode, AttachReply, ExecReply, Push, Request, ShellInfo, b64_decode, b64_encode,
+};
+
+/// Whether bwrap can make a jail here; says so loudly when it cannot.
+fn bwrap_works() -> bool {
+    let works = std::process::Command::new("bwrap")
+        .args([
+            "--unshare-user",
+            "--unshare-pid",
+            "--ro-bind",
+            "/",
+            "/",
+            "true",
+        ])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !works {
+        let text = "SKIPPED: isolation tests did not run: bwrap is missing or cannot create namespaces here";
+        if std::env::var_os("REBENCH_REQUIRE_BWRAP").is_some_and(|v| v == "1") {
+            panic!("{text}");
+        }
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "\n{text}\n");
+    }
+    works
+}
+
+fn isolated_server() -> TestServer {
+    TestServer::start_with_env(&[("REBENCH_ISOLATION", "bwrap")])
+}
+
+async fn exec(server: &TestServer, session: &str, command: &str) -> ExecReply {
+    server
+        .admin()
+        .await
+        .call(Request::Exec {
+            session: session.into(),
+            command: command.into(),
+            timeout_s: Some(20.0),
+            cwd: None,
+        })
+        .await
+        .unwrap()
+}
+
+/// Host pids whose command line is exactly `argv`.
+fn host_pids_running(argv: &[&str]) -> Vec<i32> {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .collect()
+}
+
+fn state_of(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')').next()?.trim().chars().next()
+}
+
+#[tokio::test]
+async fn an_isolated_session_sees_its_workspace_and_nothing_it_must_not() {
+    if !bwrap_works() {
+        return;
+    }
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = isolated_server();
+    let other = server.create_running(&env, Some(3600)).await;
+    let session = server.create_running(&env, Some(3600)).await;
+    let data = server.paths.root.display().to_string();
+    let env_dir = env.canonicalize().unwrap().display().to_string();
+    let server_pid = server.child.as_ref().unwrap().id();
+    let probe = format!(
+        "echo made > made-inside; \
+         ls {data}; echo ---; ls {data}/workspaces; echo ---; \
+         ls -A {env_dir} | wc -l; \
+         test -e {data}/rebench.sock && echo ADMIN-SOCKET; \
+         test -e {data}/db && echo DATABASE; \
+         kill -0 {server_pid} 2>/dev/null && echo SERVER-VISIBLE; \
+         ps -e -o comm= | grep -c rebench; \
+         rebench task status >/dev/null && echo TASK-CLIENT-OK"
+    );
+    let seen = exec(&server, &session.id, &probe).await;
+    assert_eq!(seen.exit_code, Some(0), "{seen:?}");
+    let out = seen.stdout;
+    let parts: Vec<&str> = out.split("---\n").collect();
+    assert_eq!(parts.len(), 3, "{out}");
+    assert!(!parts[0].contains("db"), "the store is hidden: {out}");
+    assert!(parts[0].contains("workspaces"), "{out}");
+    assert_eq!(parts[1].trim(), session.id, "only its own workspace: {out}");
+    assert!(!out.contains(&other.id), "{out}");
+    let rest: Vec<&str> = parts[2].lines().collect();
+    assert_eq!(
+        rest[0], "0",
+        "the environment folder (scorer, reference) is empty: {out}"
+    );
+    assert!(!out.contains("ADMIN-SOCKET"), "{out}");
+    assert!(!out.contains("DATABASE"), "{out}");
+    assert!(!out.contains("SERVER-VISIBLE"), "{out}");
+    assert!(
+        out.contains("TASK-CLIENT-OK"),
+        "the in-session client reaches the server: {out}\n{}",
+        seen.stderr
+    );
+    // Only the jail's own rebench processes (sandbox-enter, the task client) show.
+    assert_eq!(
+        std::fs::read_to_string(std::path::Path::new(&session.workspace).join("made-inside"))
+            .unwrap(),
+        "made\n"
+    );
+    // A participant cannot lift the hiding: no capabilities, no remount.
+    let remount = exec(
+        &server,
+        &session.id,
+        &format!("umount -l {data} 2>&1; ls {data}/db 2>&1"),
+    )
+    .await;
+    assert!(
+        !remount.stdout.contains("conf") && !remount.stdout.contains("snap"),
+        "{remount:?}"
+    );
+}
+
+#[tokio::test]
+async fn jobs_share_the_jail_and_all_die_with_the_session_marker_or_not() {
+    if !bwrap_works() {
+        return;
+    }
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = isolated_server();
+    let session = server.create_running(&env, Some(3600)).await;
+    // One job keeps the session marker, one scrubs its environment.
+    let started = exec(
+        &server,
+        &session.id,
+        "nohup sleep 301 >/dev/null 2>&1 & env -i /bin/sleep 302 >/dev/null 2>&1 & echo started",
+    )
+    .await;
+    assert_eq!(started.stdout.trim(), "started", "{started:?}");
+    // A later command sees both (one pid namespace per session).
+    let seen = exec(
+        &server,
+        &session.id,
+        "ps -e -o args= | grep -c '^[/a-z]*sleep 30[12]$'",
+    )
+    .await;
+    assert_eq!(seen.stdout.trim(), "2", "{seen:?}");
+    let marked = host_pids_running(&["sleep", "301"]);
+    let scrubbed = host_pids_running(&["/bin/sleep", "302"]);
+    assert_eq!(
+        (marked.len(), scrubbed.len()),
+        (1, 1),
+        "{marked:?} {scrubbed:?}"
+    );
+    // Pausing freezes the marked job.
+    let _: serde_json::Value = server
+        .admin()
+        .await
+        .call(Request::Pause {
+            session: session.id.clone(),
+            reason: rebench::session::PauseReason::Proctor,
+            note: None,
+        })
+        .await
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(5), || state_of(marked[0]) == Some('T')),
+        "{:?}",
+        state_of(marked[0])
+    );
+    let _: serde_json::Value = server
+        .admin()
+        .await
+        .call(Request::End {
+            session: session.id.clone(),
+            reason: None,
+        })
+        .await
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            state_of(marked[0]).is_none_or(|s| s == 'Z')
+                && state_of(scrubbed[0]).is_none_or(|s| s == 'Z')
+        }),
+        "survivors: {:?} {:?}",
+        state_of(marked[0]),
+        state_of(scrubbed[0])
+    );
+}
+
+#[tokio::test]
+async fn an_isolated_shell_runs_in_the_jail_and_can_score() {
+    if !bwrap_works() {
+        return;
+    }
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = isolated_server();
+    let session = server.create_running(&env, Some(3600)).await;
+    let mut driver = server.participant(&session.id).await;
+    let info: ShellInfo = driver
+        .call(Request::ShellOpen {
+            session: session.id.clone(),
+            cols: 100,
+            rows: 30,
+        })
+        .await
+        .unwrap();
+    let _: AttachReply = driver
+        .call(Request::ShellAttach {
+            session: session.id.clone(),
+            shell: info.shell,
+            mode: AttachMode::Driver,
+        })
+        .await
+        .unwrap();
+    std::fs::write(
+        std::path::Path::new(&session.workspace).join("value"),
+        "2.5",
+    )
+    .unwrap();
+    driver
+        .send(Request::ShellInput {
+            session: session.id.clone(),
+            shell: info.shell,
+            data: b64_encode(b"echo pid-$$-of-$(ls /proc | grep -c '^[0-9]')-procs; score\r"),
+        })
+        .await
+        .unwrap();
+    let mut screen = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !screen.contains("normalized") {
+        match tokio::time::timeout_at(deadline, driver.next_push()).await {
+            Ok(Ok(Push::ShellOutput { data, .. })) => {
+                screen.push_str(&String::from_utf8_lossy(&b64_decode(&data).unwrap()))
+            }
+            Ok(Ok(_)) => {}
+            other => panic!("{other:?}: {screen}"),
+        }
+    }
+    // The shell's pid is small: it lives in the jail's pid namespace, which
+    // holds only a handful of processes.
+    // (The typed line is echoed too: take the printed one, with digits.)
+    let printed = screen
+        .split("pid-")
+        .filter_map(|rest| rest.split('-').next()?.parse::<u32>().ok())
+        .next();
+    assert!(printed.is_some_and(|pid| pid < 50), "{printed:?}: {screen}");
+    assert!(screen.contains("0.590"), "{screen}");
+}
