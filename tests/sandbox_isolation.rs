@@ -266,3 +266,40 @@ async fn an_isolated_shell_runs_in_the_jail_and_can_score() {
     assert!(printed.is_some_and(|pid| pid < 50), "{printed:?}: {screen}");
     assert!(screen.contains("0.590"), "{screen}");
 }
+
+#[tokio::test]
+async fn a_scorer_can_run_participant_code_inside_the_jail() {
+    if !bwrap_works() {
+        return;
+    }
+    // The scorer counts the environment folder's files itself, and again
+    // through REBENCH_JAIL: the participant's view has none of them.
+    let (_env_dir, env) = fixture_env(|t| t);
+    std::fs::write(
+        env.join("score.sh"),
+        r#"#!/bin/sh
+exec python3 -c '
+import json, os, subprocess
+jail = json.loads(os.environ["REBENCH_JAIL"])
+count = "ls -A \"$REBENCH_ENV_DIR\" | wc -l"
+outside = subprocess.run(["sh", "-c", count], capture_output=True, text=True).stdout.strip()
+inside = subprocess.run(jail + ["sh", "-c", count], capture_output=True, text=True)
+print(json.dumps({"raw": 1.0, "message": "outside %s inside %s in %s" % (outside, inside.stdout.strip(), inside.stderr.strip() or "the jail")}))
+'
+"#,
+    )
+    .unwrap();
+    let server = isolated_server();
+    let session = server.create_running(&env, Some(3600)).await;
+    let entry: serde_json::Value = server
+        .admin()
+        .await
+        .call(Request::Score {
+            session: session.id.clone(),
+        })
+        .await
+        .unwrap();
+    let text = entry.to_string();
+    assert!(text.contains("inside 0 in the jail"), "{text}");
+    assert!(!text.contains("outside 0 "), "{text}");
+}

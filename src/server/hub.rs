@@ -289,7 +289,8 @@ impl Hub {
         }
         self.announce_scoring(host, ScorePhase::Starting, SYSTEM);
         let mark = host.scoring_mark();
-        let entry = take_score(&host.meta, ScorePhase::Starting, SYSTEM, 0).await;
+        let jail = self.scorer_jail(host);
+        let entry = take_score(&host.meta, ScorePhase::Starting, SYSTEM, 0, jail).await;
         drop(mark);
         let mut live = host.live.lock().await;
         host.append(
@@ -544,11 +545,13 @@ impl Hub {
         };
         self.announce_scoring(&host, ScorePhase::Intermediate, &by.name);
         let mark = host.scoring_mark();
+        let jail = self.scorer_jail(&host);
         let entry = take_score(
             &host.meta,
             ScorePhase::Intermediate,
             &by.name,
             requested_active_ms,
+            jail,
         )
         .await;
         drop(mark);
@@ -666,7 +669,8 @@ impl Hub {
             let active = host.live.lock().await.state.active_ms;
             self.announce_scoring(host, ScorePhase::Final, SYSTEM);
             let mark = host.scoring_mark();
-            let entry = take_score(&host.meta, ScorePhase::Final, SYSTEM, active).await;
+            let jail = self.scorer_jail(host);
+            let entry = take_score(&host.meta, ScorePhase::Final, SYSTEM, active, jail).await;
             drop(mark);
             let mut live = host.live.lock().await;
             host.append_at(
@@ -780,6 +784,13 @@ impl Hub {
             return Err(OpError::internal("the session's jail is gone"));
         };
         Ok(jail.prefix(&exe, cwd))
+    }
+
+    /// The jail prefix for the session's scorer (REBENCH_JAIL): inside the
+    /// workspace; empty without isolation.
+    fn scorer_jail(&self, host: &Host) -> Result<Vec<String>, String> {
+        self.jail_prefix(host, &host.meta.workspace)
+            .map_err(|e| e.message)
     }
 
     /// What a session's jail hides and shows: see `sandbox::jail`.

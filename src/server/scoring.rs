@@ -14,6 +14,9 @@ const SANDBOX_VARS: [&str; 4] = [
 
 /// The scorer's variables: the protocol's three, the profile's, and the
 /// environment's preparation (its venv first on PATH, `REBENCH_PREPARED`).
+/// The scorer's variable holding the jail prefix, a JSON array of strings.
+pub const JAIL_VAR: &str = "REBENCH_JAIL";
+
 pub fn scorer_env(meta: &SessionMeta) -> Vec<(String, String)> {
     let mut vars: Vec<(String, String)> = meta
         .scoring
@@ -29,11 +32,17 @@ pub fn scorer_env(meta: &SessionMeta) -> Vec<(String, String)> {
 
 /// Runs the session's scorer on its workspace and builds the entry. Never fails:
 /// every problem becomes an invalid entry that says why.
+///
+/// `jail` is the argv prefix that runs a command inside the session's jail
+/// (isolated sessions; empty otherwise), given to the scorer as
+/// `REBENCH_JAIL` so that it can run participant code there; Err = the jail
+/// could not start, and the run is invalid.
 pub async fn take_score(
     meta: &SessionMeta,
     phase: ScorePhase,
     requested_by: &str,
     requested_active_ms: u64,
+    jail: Result<Vec<String>, String>,
 ) -> ScoreEntry {
     let invalid = |message: String| ScoreEntry {
         phase,
@@ -52,11 +61,22 @@ pub async fn take_score(
     if let Err(message) = protected::check_files(&meta.workspace, &meta.protected) {
         return invalid(message);
     }
+    let jail = match jail {
+        Ok(prefix) => prefix,
+        Err(message) => return invalid(message),
+    };
+    let mut env = scorer_env(meta);
+    if !jail.is_empty() {
+        env.push((
+            JAIL_VAR.to_string(),
+            serde_json::Value::from(jail).to_string(),
+        ));
+    }
     let plan = &meta.scoring;
     let invocation = ScorerInvocation {
         argv: plan.argv(&meta.env_dir, &meta.workspace),
         cwd: meta.workspace.clone(),
-        env: scorer_env(meta),
+        env,
         env_remove: SANDBOX_VARS.iter().map(|v| v.to_string()).collect(),
         timeout: plan.timeout,
         output_limit: OUTPUT_LIMIT,
