@@ -1,0 +1,1 @@
+from streaming.base import util  # noqa: F401
