@@ -18,7 +18,6 @@
 
 mod common;
 
-use rebench::environment::files::{copy_workspace, overlay};
 use rebench::environment::prepare::Prepared;
 use rebench::environment::{Environment, ScoringPlan, validate};
 use rebench::scoring::{ScorerOutcome, protected};
@@ -26,7 +25,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::torch_env::{self, PROFILE, loud};
+use common::torch_env::{self, PROFILE, invalid_error, loud, session_workspace};
 
 fn env_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("environments/fix-embedding")
@@ -39,23 +38,6 @@ fn environment() -> Environment {
 /// The smoke preparation, made once per test binary (see common::torch_env).
 fn prepared() -> Option<&'static Prepared> {
     torch_env::prepared_once(&environment())
-}
-
-/// A session workspace as the server lays it out: `workspace/`, then the
-/// preparation's `workspace/` files, then (optionally) `reference/`.
-fn workspace(
-    env: &Environment,
-    ready: &Prepared,
-    with_reference: bool,
-) -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    copy_workspace(&env.workspace_dir(), &ws).unwrap();
-    overlay(&ready.dir.join("workspace"), &ws).unwrap();
-    if with_reference {
-        overlay(&env.reference_dir().unwrap(), &ws).unwrap();
-    }
-    (tmp, ws)
 }
 
 /// Runs `python3 <args>` in `ws` as a session shell would: the venv first on
@@ -101,21 +83,6 @@ fn normalized(plan: &ScoringPlan, ready: &Prepared, ws: &Path) -> (f64, f64) {
     (raw, plan.normalizer.normalize(raw).unwrap())
 }
 
-/// The error an invalid attempt reports; the server shows the same text.
-fn invalid_error(outcome: &ScorerOutcome) -> String {
-    assert!(!outcome.valid, "expected invalid: {outcome:#?}");
-    let error = outcome.scorer_message["error"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    assert!(
-        outcome.message.contains(&error),
-        "{} vs {error}",
-        outcome.message
-    );
-    error
-}
-
 #[test]
 fn bundled_environment_validates() {
     let problems = validate(&env_dir());
@@ -146,10 +113,10 @@ fn starting_scores_about_zero_and_reference_about_one() {
     let env = environment();
     let plan = smoke_plan(&env);
 
-    let (_a, start_ws) = workspace(&env, ready, false);
+    let (_a, start_ws) = session_workspace(&env, ready, false);
     python(ready, &start_ws, &["solve.py"]);
     let (start_raw, start) = normalized(&plan, ready, &start_ws);
-    let (_b, ref_ws) = workspace(&env, ready, true);
+    let (_b, ref_ws) = session_workspace(&env, ready, true);
     python(ready, &ref_ws, &["solve.py"]);
     let (ref_raw, reference) = normalized(&plan, ready, &ref_ws);
     loud(&format!(
@@ -177,7 +144,7 @@ fn a_workspace_without_a_fixed_model_is_invalid() {
     let Some(ready) = prepared() else { return };
     let env = environment();
     let plan = smoke_plan(&env);
-    let (_tmp, ws) = workspace(&env, ready, false);
+    let (_tmp, ws) = session_workspace(&env, ready, false);
     let hashes = protected::hash_files(&ws, &plan.protected).unwrap();
     let error = invalid_error(&score(&plan, ready, &ws, &hashes, &[]));
     assert!(
@@ -234,7 +201,7 @@ fn wrong_submissions_are_invalid_with_a_reason() {
             "(it is not a file written by torch.save)",
         ),
     ];
-    let (_tmp, ws) = workspace(&env, ready, false);
+    let (_tmp, ws) = session_workspace(&env, ready, false);
     let mut program =
         String::from("import torch\nfrom model import *\nm = load_model('large_model.pth')\n");
     for (i, (_, code, _)) in cases.iter().enumerate() {
@@ -256,7 +223,7 @@ fn changed_provided_or_protected_files_are_caught() {
     let plan = smoke_plan(&env);
 
     // model.py and score.py: the server's protected-file check.
-    let (_a, ws) = workspace(&env, ready, false);
+    let (_a, ws) = session_workspace(&env, ready, false);
     python(ready, &ws, &["solve.py"]);
     let at_start = protected::hash_files(&ws, &plan.protected).unwrap();
     let mut text = std::fs::read_to_string(ws.join("model.py")).unwrap();
@@ -268,7 +235,7 @@ fn changed_provided_or_protected_files_are_caught() {
 
     // The provided models come from the preparation, not from workspace/:
     // the scorer itself compares them with the hashes `prepare` recorded.
-    let (_b, ws) = workspace(&env, ready, false);
+    let (_b, ws) = session_workspace(&env, ready, false);
     python(ready, &ws, &["solve.py"]);
     python(
         ready,
@@ -286,7 +253,7 @@ fn changed_provided_or_protected_files_are_caught() {
         "{error}"
     );
 
-    let (_c, ws) = workspace(&env, ready, false);
+    let (_c, ws) = session_workspace(&env, ready, false);
     python(ready, &ws, &["solve.py"]);
     std::fs::remove_file(ws.join("small_model.pth")).unwrap();
     let hashes = protected::hash_files(&ws, &plan.protected).unwrap();
@@ -302,7 +269,7 @@ fn full_profile_without_a_gpu_is_invalid_with_a_reason() {
     let Some(ready) = prepared() else { return };
     let env = environment();
     let plan = env.scoring(Some("full")).unwrap();
-    let (_tmp, ws) = workspace(&env, ready, false);
+    let (_tmp, ws) = session_workspace(&env, ready, false);
     python(ready, &ws, &["solve.py"]);
     let hashes = protected::hash_files(&ws, &plan.protected).unwrap();
     // CUDA_VISIBLE_DEVICES="" hides any GPU, so this holds on GPU machines too.

@@ -15,7 +15,6 @@
 
 mod common;
 
-use rebench::environment::files::{copy_workspace, overlay};
 use rebench::environment::prepare::Prepared;
 use rebench::environment::{Environment, ScoringPlan, validate};
 use rebench::scoring::{ScorerOutcome, protected};
@@ -24,7 +23,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::torch_env::{self, PROFILE, loud};
+use common::torch_env::{self, PROFILE, invalid_error, loud, session_workspace};
 
 fn env_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("environments/gpt2-chat-rl")
@@ -36,21 +35,6 @@ fn environment() -> Environment {
 
 fn prepared() -> Option<&'static Prepared> {
     torch_env::prepared_once(&environment())
-}
-
-fn workspace(
-    env: &Environment,
-    ready: &Prepared,
-    with_reference: bool,
-) -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    copy_workspace(&env.workspace_dir(), &ws).unwrap();
-    overlay(&ready.dir.join("workspace"), &ws).unwrap();
-    if with_reference {
-        overlay(&env.reference_dir().unwrap(), &ws).unwrap();
-    }
-    (tmp, ws)
 }
 
 /// `python3 <args>` in `ws` as a session shell runs it (venv first on PATH,
@@ -109,21 +93,6 @@ fn normalized(plan: &ScoringPlan, ready: &Prepared, ws: &Path) -> (f64, f64, ser
     )
 }
 
-fn invalid_error(outcome: &ScorerOutcome) -> String {
-    assert!(!outcome.valid, "expected invalid: {outcome:#?}");
-    let error = outcome.scorer_message["error"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    assert!(!error.is_empty(), "{outcome:#?}");
-    assert!(
-        outcome.message.contains(&error),
-        "{} vs {error}",
-        outcome.message
-    );
-    error
-}
-
 #[test]
 fn bundled_environment_validates() {
     let problems = validate(&env_dir());
@@ -162,7 +131,7 @@ fn starting_scores_zero_reference_one_and_a_degenerate_model_low() {
     let plan = smoke_plan(&env);
 
     // The workspace as created is scorable: prepare put the starting model there.
-    let (_a, start_ws) = workspace(&env, ready, false);
+    let (_a, start_ws) = session_workspace(&env, ready, false);
     let (start_raw, start, start_msg) = normalized(&plan, ready, &start_ws);
     python(ready, &start_ws, &["train.py"]);
     let (again_raw, _, _) = normalized(&plan, ready, &start_ws);
@@ -171,14 +140,14 @@ fn starting_scores_zero_reference_one_and_a_degenerate_model_low() {
         "the starting train.py must reproduce the starting model"
     );
 
-    let (_b, ref_ws) = workspace(&env, ready, true);
+    let (_b, ref_ws) = session_workspace(&env, ready, true);
     let started = std::time::Instant::now();
     python(ready, &ref_ws, &["train.py"]);
     let train_s = started.elapsed().as_secs_f64();
     let (ref_raw, reference, ref_msg) = normalized(&plan, ready, &ref_ws);
 
     // Degenerate: fine-tuned to answer every prompt with one generic sentence.
-    let (_c, bad_ws) = workspace(&env, ready, false);
+    let (_c, bad_ws) = session_workspace(&env, ready, false);
     python(
         ready,
         &bad_ws,
@@ -243,7 +212,7 @@ fn wrong_submissions_are_invalid_with_a_reason() {
     let Some(ready) = prepared() else { return };
     let env = environment();
     let plan = smoke_plan(&env);
-    let (_tmp, ws) = workspace(&env, ready, false);
+    let (_tmp, ws) = session_workspace(&env, ready, false);
     std::fs::remove_file(ws.join("final_model.pth")).unwrap();
     let error = invalid_error(&score_ws(&plan, ready, &ws, &[]));
     assert!(
@@ -302,7 +271,7 @@ fn the_judge_call_limit_is_enforced_and_named() {
     let Some(ready) = prepared() else { return };
     let env = environment();
     let plan = smoke_plan(&env);
-    let (_tmp, ws) = workspace(&env, ready, false);
+    let (_tmp, ws) = session_workspace(&env, ready, false);
     // The starting model needs 256 calls (it ties base-greedy without any).
     let outcome = score_ws(
         &plan,
@@ -354,7 +323,7 @@ fn the_endpoint_judge_works_against_a_stand_in_and_keeps_its_limit() {
     let Some(ready) = prepared() else { return };
     let env = environment();
     let plan = smoke_plan(&env);
-    let (tmp, ws) = workspace(&env, ready, false);
+    let (tmp, ws) = session_workspace(&env, ready, false);
     for (mode, limit) in [("a", "600"), ("garbage", "300")] {
         let log = tmp.path().join(format!("{mode}.log"));
         let mut child = Command::new("python3")
@@ -427,7 +396,7 @@ fn protected_changes_are_caught_and_heldout_prompts_stay_hidden() {
     let Some(ready) = prepared() else { return };
     let env = environment();
     let plan = smoke_plan(&env);
-    let (_a, ws) = workspace(&env, ready, false);
+    let (_a, ws) = session_workspace(&env, ready, false);
     let at_start = protected::hash_files(&ws, &plan.protected).unwrap();
     let mut text = std::fs::read_to_string(ws.join("judge.py")).unwrap();
     text.push_str("\nMAX_POINTS = 100\n");
@@ -483,7 +452,7 @@ fn full_profile_without_a_gpu_is_invalid_with_a_reason() {
     let Some(ready) = prepared() else { return };
     let env = environment();
     let plan = env.scoring(Some("full")).unwrap();
-    let (_tmp, ws) = workspace(&env, ready, false);
+    let (_tmp, ws) = session_workspace(&env, ready, false);
     let outcome = score_ws(&plan, ready, &ws, &[("CUDA_VISIBLE_DEVICES", "")]);
     assert!(invalid_error(&outcome).contains("this profile scores on a CUDA GPU"));
 }

@@ -22,7 +22,6 @@
 
 mod common;
 
-use rebench::environment::files::{copy_workspace, overlay};
 use rebench::environment::prepare::Prepared;
 use rebench::environment::{Environment, ScoringPlan, validate};
 use rebench::scoring::{ScorerOutcome, protected};
@@ -30,7 +29,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::torch_env::{self, PROFILE, loud};
+use common::torch_env::{self, PROFILE, invalid_error, loud, session_workspace};
 
 fn env_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("environments/optimize-llm-foundry")
@@ -43,23 +42,6 @@ fn environment() -> Environment {
 /// The smoke preparation, made once per test binary (see common::torch_env).
 fn prepared() -> Option<&'static Prepared> {
     torch_env::prepared_once(&environment())
-}
-
-/// A session workspace as the server lays it out: `workspace/`, then the
-/// preparation's `workspace/` files, then (optionally) `reference/`.
-fn workspace(
-    env: &Environment,
-    ready: &Prepared,
-    with_reference: bool,
-) -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    copy_workspace(&env.workspace_dir(), &ws).unwrap();
-    overlay(&ready.dir.join("workspace"), &ws).unwrap();
-    if with_reference {
-        overlay(&env.reference_dir().unwrap(), &ws).unwrap();
-    }
-    (tmp, ws)
 }
 
 fn score(
@@ -79,21 +61,6 @@ fn smoke_plan(env: &Environment) -> ScoringPlan {
 fn score_now(plan: &ScoringPlan, ready: &Prepared, ws: &Path) -> ScorerOutcome {
     let hashes = protected::hash_files(ws, &plan.protected).unwrap();
     score(plan, ready, ws, &hashes)
-}
-
-/// The error an invalid attempt reports; the server shows the same text.
-fn invalid_error(outcome: &ScorerOutcome) -> String {
-    assert!(!outcome.valid, "expected invalid: {outcome:#?}");
-    let error = outcome.scorer_message["error"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    assert!(
-        outcome.message.contains(&error),
-        "{} vs {error}",
-        outcome.message
-    );
-    error
 }
 
 /// Replaces the one occurrence of `old` in `ws/rel` by `new`.
@@ -155,10 +122,10 @@ fn starting_scores_about_zero_and_reference_about_one() {
     let plan = smoke_plan(&env);
     let tol = tolerance(ready);
 
-    let (_a, start_ws) = workspace(&env, ready, false);
+    let (_a, start_ws) = session_workspace(&env, ready, false);
     let start = score_now(&plan, ready, &start_ws);
     assert!(start.valid, "{start:#?}");
-    let (_b, ref_ws) = workspace(&env, ready, true);
+    let (_b, ref_ws) = session_workspace(&env, ready, true);
     let reference = score_now(&plan, ready, &ref_ws);
     assert!(reference.valid, "{reference:#?}");
 
@@ -214,7 +181,7 @@ fn a_changed_computation_is_invalid() {
     let env = environment();
     let plan = smoke_plan(&env);
     // Two fewer steps (22 of 24 batches): faster, and not the same model.
-    let (_tmp, ws) = workspace(&env, ready, true);
+    let (_tmp, ws) = session_workspace(&env, ready, true);
     edit(
         &ws,
         "finetune.sh",
@@ -239,7 +206,7 @@ fn a_script_that_ignores_its_config_fails_the_probe() {
     let plan = smoke_plan(&env);
     // Reads a private copy of the original config instead of finetune.yaml:
     // right on finetune.yaml itself, wrong on any other.
-    let (_tmp, ws) = workspace(&env, ready, true);
+    let (_tmp, ws) = session_workspace(&env, ready, true);
     std::fs::copy(ws.join("finetune.yaml"), ws.join("frozen.yaml")).unwrap();
     edit(
         &ws,
@@ -266,7 +233,7 @@ fn missing_output_failures_and_the_environment_of_finetune_sh() {
     let plan = smoke_plan(&env);
 
     // Exits 0 but trains nothing; records what environment it was given.
-    let (_a, ws) = workspace(&env, ready, false);
+    let (_a, ws) = session_workspace(&env, ready, false);
     std::fs::write(
         ws.join("finetune.sh"),
         "cd \"$(dirname \"$0\")\"\nenv > seen_env.txt\necho done\n",
@@ -324,7 +291,7 @@ fn changed_provided_or_protected_files_are_caught() {
     let plan = smoke_plan(&env);
 
     // score.py: the server's protected-file check.
-    let (_a, ws) = workspace(&env, ready, true);
+    let (_a, ws) = session_workspace(&env, ready, true);
     let at_start = protected::hash_files(&ws, &plan.protected).unwrap();
     let mut text = std::fs::read_to_string(ws.join("score.py")).unwrap();
     text.push_str("\n# tweaked\n");
@@ -335,14 +302,14 @@ fn changed_provided_or_protected_files_are_caught() {
 
     // The provided files come from the preparation: the scorer compares
     // them with the hashes `prepare` recorded, before running anything.
-    let (_b, ws) = workspace(&env, ready, true);
+    let (_b, ws) = session_workspace(&env, ready, true);
     edit(&ws, "env.sh", "OMP_NUM_THREADS=1", "OMP_NUM_THREADS=2");
     let error = invalid_error(&score_now(&plan, ready, &ws));
     assert!(
         error.starts_with("protected file changed: env.sh"),
         "{error}"
     );
-    let (_c, ws) = workspace(&env, ready, true);
+    let (_c, ws) = session_workspace(&env, ready, true);
     std::fs::remove_file(ws.join("base_model/pytorch_model.bin")).unwrap();
     let error = invalid_error(&score_now(&plan, ready, &ws));
     assert!(
@@ -403,33 +370,17 @@ fn full_preparation_fails_clearly_without_its_venv() {
     );
 }
 
-/// Whether bwrap can make a jail here; says so loudly when it cannot.
-fn bwrap_works() -> bool {
-    let works = Command::new("bwrap")
-        .args(["--unshare-user", "--unshare-pid", "--ro-bind", "/", "/", "true"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !works {
-        let text = "SKIPPED: the isolated foundry test did not run: bwrap is missing or cannot create namespaces";
-        if std::env::var_os("REBENCH_REQUIRE_BWRAP").is_some_and(|v| v == "1") {
-            panic!("{text}");
-        }
-        loud(text);
-    }
-    works
-}
-
 #[test]
 fn in_an_isolated_session_the_script_cannot_copy_the_hidden_reference() {
     let Some(ready) = prepared() else { return };
-    if !bwrap_works() {
+    if !common::bwrap_works("the isolated foundry test") {
         return;
     }
     let env = environment();
     let plan = smoke_plan(&env);
     // The cheat: "train" by copying the hidden reference weights, the probe's
     // when run by the probe. Without isolation it works (fast and valid).
-    let (_a, ws) = workspace(&env, ready, false);
+    let (_a, ws) = session_workspace(&env, ready, false);
     let reference = ready.dir.join("reference");
     std::fs::write(
         ws.join("finetune.sh"),

@@ -13,7 +13,6 @@
 
 mod common;
 
-use rebench::environment::files::{assemble_workspace, overlay};
 use rebench::environment::prepare::Prepared;
 use rebench::environment::{Environment, ScoringPlan, validate};
 use rebench::scoring::{ScorerOutcome, protected};
@@ -21,7 +20,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::torch_env::{self, PROFILE, loud};
+use common::torch_env::{self, PROFILE, loud, session_workspace};
 
 fn env_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("environments/scaling-law")
@@ -34,23 +33,6 @@ fn environment() -> Environment {
 /// The smoke preparation, made once per test binary (see common::torch_env).
 fn prepared() -> Option<&'static Prepared> {
     torch_env::prepared_once(&environment())
-}
-
-/// A session workspace as the server assembles it (the environment's
-/// workspace, then the preparation's `workspace/`), optionally with the
-/// hidden reference laid over it.
-fn workspace(
-    env: &Environment,
-    ready: &Prepared,
-    with_reference: bool,
-) -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    assemble_workspace(&env.workspace_dir(), Some(&ready.dir), &ws).unwrap();
-    if with_reference {
-        overlay(&env.reference_dir().unwrap(), &ws).unwrap();
-    }
-    (tmp, ws)
 }
 
 /// Runs the official scorer as the server does (see common::torch_env::score).
@@ -118,7 +100,7 @@ fn bundled_environment_validates() {
 fn the_session_workspace_has_smoke_settings_and_no_hidden_data() {
     let Some(ready) = prepared() else { return };
     let env = environment();
-    let (_tmp, ws) = workspace(&env, ready, false);
+    let (_tmp, ws) = session_workspace(&env, ready, false);
     let config = read_json(&ws.join("config.json"));
     assert_eq!(config["profile"], "smoke");
     assert_eq!(config["target_flops"], 2e11);
@@ -146,9 +128,9 @@ fn starting_scores_about_zero_and_reference_about_one() {
     let Some(ready) = prepared() else { return };
     let env = environment();
     let plan = smoke_plan(&env);
-    let (_a, start_ws) = workspace(&env, ready, false);
+    let (_a, start_ws) = session_workspace(&env, ready, false);
     let (start_raw, start) = normalized(&plan, ready, &start_ws);
-    let (_b, ref_ws) = workspace(&env, ready, true);
+    let (_b, ref_ws) = session_workspace(&env, ready, true);
     let (ref_raw, reference) = normalized(&plan, ready, &ref_ws);
     loud(&format!(
         "scaling-law smoke: starting raw {start_raw:.4} (normalized {start:.3}), \
@@ -206,7 +188,7 @@ fn wrong_answers_are_invalid_with_a_reason() {
         ),
     ];
     for (what, answer, expected) in cases {
-        let (_tmp, ws) = workspace(&env, ready, false);
+        let (_tmp, ws) = session_workspace(&env, ready, false);
         match answer {
             Some(text) => std::fs::write(ws.join("answer.json"), text).unwrap(),
             None => std::fs::remove_file(ws.join("answer.json")).unwrap(),
@@ -227,7 +209,7 @@ fn a_changed_protected_file_is_caught() {
     let Some(ready) = prepared() else { return };
     let env = environment();
     let plan = smoke_plan(&env);
-    let (_tmp, ws) = workspace(&env, ready, false);
+    let (_tmp, ws) = session_workspace(&env, ready, false);
     let at_start = protected::hash_files(&ws, &plan.protected).unwrap();
     let config = std::fs::read_to_string(ws.join("config.json")).unwrap();
     std::fs::write(
@@ -253,7 +235,7 @@ fn a_changed_protected_file_is_caught() {
 fn train_py_enforces_the_cap_and_check_answer_agrees_with_the_scorer() {
     let Some(ready) = prepared() else { return };
     let env = environment();
-    let (_tmp, ws) = workspace(&env, ready, false);
+    let (_tmp, ws) = session_workspace(&env, ready, false);
     let python = ready.bin_dir.as_ref().unwrap().join("python");
     let run = |args: &[&str]| {
         let out = Command::new(&python)

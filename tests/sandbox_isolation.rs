@@ -17,30 +17,6 @@ use rebench::protocol::{
     AttachMode, AttachReply, ExecReply, Push, Request, ShellInfo, b64_decode, b64_encode,
 };
 
-/// Whether bwrap can make a jail here; says so loudly when it cannot.
-fn bwrap_works() -> bool {
-    let works = std::process::Command::new("bwrap")
-        .args([
-            "--unshare-user",
-            "--unshare-pid",
-            "--ro-bind",
-            "/",
-            "/",
-            "true",
-        ])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !works {
-        let text = "SKIPPED: isolation tests did not run: bwrap is missing or cannot create namespaces here";
-        if std::env::var_os("REBENCH_REQUIRE_BWRAP").is_some_and(|v| v == "1") {
-            panic!("{text}");
-        }
-        use std::io::Write;
-        let _ = writeln!(std::io::stderr(), "\n{text}\n");
-    }
-    works
-}
-
 fn isolated_server() -> TestServer {
     TestServer::start_with_env(&[("REBENCH_ISOLATION", "bwrap")])
 }
@@ -79,7 +55,7 @@ fn state_of(pid: i32) -> Option<char> {
 
 #[tokio::test]
 async fn an_isolated_session_sees_its_workspace_and_nothing_it_must_not() {
-    if !bwrap_works() {
+    if !bwrap_works("isolation tests") {
         return;
     }
     let (_env_dir, env) = fixture_env(|t| t);
@@ -142,7 +118,7 @@ async fn an_isolated_session_sees_its_workspace_and_nothing_it_must_not() {
 
 #[tokio::test]
 async fn jobs_share_the_jail_and_all_die_with_the_session_marker_or_not() {
-    if !bwrap_works() {
+    if !bwrap_works("isolation tests") {
         return;
     }
     let (_env_dir, env) = fixture_env(|t| t);
@@ -209,7 +185,7 @@ async fn jobs_share_the_jail_and_all_die_with_the_session_marker_or_not() {
 
 #[tokio::test]
 async fn an_isolated_shell_runs_in_the_jail_and_can_score() {
-    if !bwrap_works() {
+    if !bwrap_works("isolation tests") {
         return;
     }
     let (_env_dir, env) = fixture_env(|t| t);
@@ -269,7 +245,7 @@ async fn an_isolated_shell_runs_in_the_jail_and_can_score() {
 
 #[tokio::test]
 async fn a_scorer_can_run_participant_code_inside_the_jail() {
-    if !bwrap_works() {
+    if !bwrap_works("isolation tests") {
         return;
     }
     // The scorer counts the environment folder's files itself, and again

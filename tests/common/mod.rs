@@ -229,3 +229,32 @@ pub fn process_state(pid: i32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat.rsplit(')').next()?.trim().chars().next()
 }
+
+/// Whether bubblewrap can make a jail here. When it cannot, `what` is
+/// skipped, loudly on the real stderr; with `REBENCH_REQUIRE_BWRAP=1` (CI)
+/// that is a failure instead.
+pub fn bwrap_works(what: &str) -> bool {
+    let works = Command::new("bwrap")
+        .args([
+            "--unshare-user",
+            "--unshare-pid",
+            "--ro-bind",
+            "/",
+            "/",
+            "true",
+        ])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !works {
+        let text = format!(
+            "SKIPPED: {what} did not run: bwrap is missing or cannot create namespaces here"
+        );
+        if std::env::var_os("REBENCH_REQUIRE_BWRAP").is_some_and(|v| v == "1") {
+            panic!("{text}");
+        }
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "\n{text}\n");
+    }
+    works
+}

@@ -117,3 +117,37 @@ pub fn score(
         .unwrap()
         .block_on(run_scorer(&invocation))
 }
+
+/// A session workspace as the server assembles it: `workspace/`, then the
+/// preparation's `workspace/` files, then (optionally) `reference/`.
+pub fn session_workspace(
+    env: &Environment,
+    ready: &Prepared,
+    with_reference: bool,
+) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    rebench::environment::files::assemble_workspace(&env.workspace_dir(), Some(&ready.dir), &ws)
+        .unwrap();
+    if with_reference {
+        rebench::environment::files::overlay(&env.reference_dir().unwrap(), &ws).unwrap();
+    }
+    (tmp, ws)
+}
+
+/// The error an invalid attempt reports (the scorer's `error`, non-empty);
+/// the server shows the same text.
+pub fn invalid_error(outcome: &ScorerOutcome) -> String {
+    assert!(!outcome.valid, "expected invalid: {outcome:#?}");
+    let error = outcome.scorer_message["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!error.is_empty(), "{outcome:#?}");
+    assert!(
+        outcome.message.contains(&error),
+        "{} vs {error}",
+        outcome.message
+    );
+    error
+}
