@@ -326,6 +326,7 @@ async fn the_operators_credentials_reach_the_scorer_but_not_session_processes() 
         ("OPERATOR_SETTING", "kept"),
     ]);
     let session = server.create_running(&env, Some(3600)).await;
+    assert_eq!(session.isolation, "none");
     let seen = exec(
         &server,
         &session.id,

@@ -343,7 +343,12 @@ fn two_clients_starting_the_server_at_once_end_with_one_server() {
         .arg("shutdown")
         .output()
         .unwrap();
-    assert!(stop.status.success());
+    assert!(
+        stop.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&stop.stdout),
+        String::from_utf8_lossy(&stop.stderr)
+    );
     assert!(wait_until(Duration::from_secs(5), || count_servers(&data) == 0));
 }
 

@@ -73,7 +73,8 @@ async fn an_isolated_session_sees_its_workspace_and_nothing_it_must_not() {
          test -e {data}/db && echo DATABASE; \
          kill -0 {server_pid} 2>/dev/null && echo SERVER-VISIBLE; \
          ps -e -o comm= | grep -c rebench; \
-         rebench task status >/dev/null && echo TASK-CLIENT-OK"
+         rebench task status >/dev/null && echo TASK-CLIENT-OK; \
+         mkdir -p $XDG_CACHE_HOME/x && echo cache-in-$XDG_CACHE_HOME"
     );
     let seen = exec(&server, &session.id, &probe).await;
     assert_eq!(seen.exit_code, Some(0), "{seen:?}");
@@ -92,6 +93,8 @@ async fn an_isolated_session_sees_its_workspace_and_nothing_it_must_not() {
     assert!(!out.contains("ADMIN-SOCKET"), "{out}");
     assert!(!out.contains("DATABASE"), "{out}");
     assert!(!out.contains("SERVER-VISIBLE"), "{out}");
+    assert!(out.contains("cache-in-/tmp/.cache"), "{out}");
+    assert_eq!(session.isolation, "bwrap");
     assert!(
         out.contains("TASK-CLIENT-OK"),
         "the in-session client reaches the server: {out}\n{}",

@@ -72,6 +72,11 @@ pub fn session(v: &SessionView) -> String {
         clock(v.remaining_s)
     ));
     out.push_str(&format!("workspace {}\n", v.workspace));
+    if v.isolation == "bwrap" {
+        out.push_str("isolation: bwrap jail (docs/sandbox.md)\n");
+    } else if v.isolation == "none" {
+        out.push_str("isolation: none (processes run as the server's user)\n");
+    }
     if !v.hardware_missing.is_empty() {
         out.push_str(&format!(
             "hardware missing (allowed): {}\n",

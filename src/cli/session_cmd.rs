@@ -27,7 +27,13 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
     };
     match command {
         Command::Shutdown => {
-            client.request(Request::Shutdown).await?;
+            match client.request(Request::Shutdown).await {
+                Ok(_) => {}
+                // The server may exit before its reply is written: what was
+                // asked for happened.
+                Err(crate::client::ClientError::Io(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
             if !json {
                 println!("server for {} is stopping", paths.root.display());
             }

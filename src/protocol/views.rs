@@ -139,6 +139,10 @@ pub struct SessionView {
     /// When the scoring run in progress began, if one is running.
     #[serde(default)]
     pub scoring_since: Option<DateTime<Utc>>,
+    /// How the server runs this session's processes: `none` or `bwrap`
+    /// (an isolated jail, docs/sandbox.md); empty from an older server.
+    #[serde(default)]
+    pub isolation: String,
     /// Omitted in `sessions` listings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scores: Option<Vec<ScoreView>>,
@@ -223,6 +227,7 @@ impl SessionView {
             score_count: state.scores.len(),
             last_activity_at: None,
             scoring_since: None,
+            isolation: String::new(),
             scores: with_scores.then(|| {
                 state
                     .scores

@@ -73,6 +73,8 @@ pub struct Host {
     scoring_since: Mutex<Option<chrono::DateTime<Utc>>>,
     pub events: broadcast::Sender<(String, Event)>,
     pub shell_exits: mpsc::UnboundedSender<ShellEnded>,
+    /// How the server runs the session's processes (`Isolation::name`).
+    pub isolation: &'static str,
     /// The session's jail, when the server isolates sessions; started with
     /// the first shell or command, stopped when the session ends.
     pub jail: Mutex<Option<crate::sandbox::jail::Jail>>,
@@ -85,6 +87,7 @@ impl Host {
         store: Store,
         clock: Arc<dyn MonotonicClock>,
         events: broadcast::Sender<(String, Event)>,
+        isolation: &'static str,
     ) -> (Arc<Host>, mpsc::UnboundedReceiver<ShellEnded>) {
         let next_shell = store
             .recorded_shells(&meta.id)
@@ -107,6 +110,7 @@ impl Host {
             scoring_since: Mutex::new(None),
             events,
             shell_exits: exit_tx,
+            isolation,
             jail: Mutex::new(None),
         });
         (host, exit_rx)
@@ -218,6 +222,7 @@ impl Host {
         );
         view.last_activity_at = *self.last_activity.lock().unwrap_or_else(|e| e.into_inner());
         view.scoring_since = *self.scoring_since.lock().unwrap_or_else(|e| e.into_inner());
+        view.isolation = self.isolation.to_string();
         view
     }
 

@@ -138,6 +138,7 @@ impl Hub {
             self.store.clone(),
             self.clock.clone(),
             self.events.clone(),
+            self.isolation.name(),
         );
         self.hosts().insert(host.meta.id.clone(), host.clone());
         tokio::spawn(super::budget::run_timer(self.clone(), host.clone()));
@@ -830,6 +831,15 @@ impl Hub {
             }
             venv.retain(|(k, _)| k != "PATH");
         }
+        // In a jail $HOME is read-only: caches go to the session's /tmp.
+        let caches: &[(&str, &str)] = match self.isolation {
+            Isolation::Bwrap(_) => &[
+                ("XDG_CACHE_HOME", "/tmp/.cache"),
+                ("TRITON_CACHE_DIR", "/tmp/.cache/triton"),
+                ("MPLCONFIGDIR", "/tmp/.cache/matplotlib"),
+            ],
+            Isolation::None => &[],
+        };
         vec![
             (
                 "REBENCH_SOCKET".into(),
@@ -844,6 +854,7 @@ impl Hub {
         ]
         .into_iter()
         .chain(venv)
+        .chain(caches.iter().map(|(k, v)| (k.to_string(), v.to_string())))
         .collect()
     }
 
