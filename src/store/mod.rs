@@ -63,6 +63,12 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// sled's refusal to open a store created without compression with it on.
+fn made_without_compression(e: &sled::Error) -> bool {
+    matches!(e, sled::Error::Unsupported(text)
+        if text.contains("use_compression loaded from disk: false"))
+}
+
 fn is_lock_error(err: &sled::Error) -> bool {
     match err {
         sled::Error::Io(io) => {
@@ -77,27 +83,34 @@ fn is_lock_error(err: &sled::Error) -> bool {
 impl Store {
     /// Opens (or creates) the database at `dir`.
     pub fn open(dir: &Path) -> Result<Store> {
-        let db = sled::Config::new()
-            .path(dir)
-            // A backstop; state changes are flushed explicitly before they are acknowledged.
-            .flush_every_ms(Some(200))
-            // Terminal output is mostly text and compresses several-fold (see
-            // benches/recording_size.rs); zstd at a low level keeps writes cheap.
-            .use_compression(true)
-            .compression_factor(3)
-            .open()
-            .map_err(|source| {
-                if is_lock_error(&source) {
-                    StoreError::Locked {
-                        dir: dir.to_path_buf(),
-                    }
-                } else {
-                    StoreError::Open {
-                        dir: dir.to_path_buf(),
-                        source,
-                    }
+        let config = |compressed: bool| {
+            sled::Config::new()
+                .path(dir)
+                // A backstop; state changes are flushed explicitly before they are acknowledged.
+                .flush_every_ms(Some(200))
+                // Terminal output is mostly text and compresses several-fold (see
+                // benches/recording_size.rs); zstd at a low level keeps writes cheap.
+                .use_compression(compressed)
+                .compression_factor(3)
+        };
+        let db = match config(true).open() {
+            // A store made before compression was turned on keeps working,
+            // uncompressed (sled fixes the setting at creation).
+            Err(e) if made_without_compression(&e) => config(false).open(),
+            other => other,
+        };
+        let db = db.map_err(|source| {
+            if is_lock_error(&source) {
+                StoreError::Locked {
+                    dir: dir.to_path_buf(),
                 }
-            })?;
+            } else {
+                StoreError::Open {
+                    dir: dir.to_path_buf(),
+                    source,
+                }
+            }
+        })?;
         let sessions = db.open_tree("sessions")?;
         let heartbeats = db.open_tree("heartbeat")?;
         Ok(Store {
@@ -350,6 +363,27 @@ mod tests {
         assert_eq!(store.events("s2").unwrap().len(), 1);
         let err = store.append("s1", &event(2)).await.unwrap_err().to_string();
         assert!(err.contains("already exists"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_store_made_before_compression_opens_and_keeps_its_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        // As session 1's builds made it: no compression.
+        drop(
+            sled::Config::new()
+                .path(&path)
+                .use_compression(false)
+                .open()
+                .unwrap(),
+        );
+        {
+            let store = Store::open(&path).unwrap();
+            store.append("s1", &event(0)).await.unwrap();
+            store.append("s1", &event(1)).await.unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.events("s1").unwrap().len(), 2);
     }
 
     #[tokio::test]
