@@ -11,6 +11,8 @@
 //! Needs `python3` and `rustc`; without rustc the tests print
 //! "SKIPPED: rustc not found" to the real stderr and pass.
 
+mod common;
+
 use rebench::environment::files::{assemble_workspace, overlay};
 use rebench::environment::prepare::{Prepared, prepare};
 use rebench::environment::{Environment, ScoringPlan, validate};
@@ -428,4 +430,75 @@ fn full_profile_uses_the_operators_endpoint() {
     assert_eq!(outcome.scorer_message["solved"], 8, "{outcome:#?}");
     assert_eq!(outcome.details["model"], "gpt-3.5-turbo-0125");
     assert!(!outcome.output.contains("operator-secret"));
+}
+
+#[test]
+fn in_an_isolated_session_scaffolds_cannot_read_the_held_out_problems() {
+    if !tools_available() || !common::bwrap_works("the isolated rust-codecontests test") {
+        return;
+    }
+    let env = environment();
+    let plan = smoke_plan(&env);
+    let hidden = env_dir()
+        .canonicalize()
+        .unwrap()
+        .join("hidden/heldout_smoke.jsonl");
+    let peeking = format!(
+        "def solve(problem, client):\n    open({:?}).read()\n    raise RuntimeError('LEAKED')\n",
+        hidden.display().to_string()
+    );
+    // The jail the server gives an isolated session's scorer (REBENCH_JAIL):
+    // the environment folder and the preparation hidden, the workspace shown.
+    let jailed = |ws: &Path, scaffold: Option<&str>| {
+        let hashes = protected::hash_files(ws, &plan.protected).unwrap();
+        if let Some(text) = scaffold {
+            std::fs::write(ws.join("scaffold.py"), text).unwrap();
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let layout = rebench::sandbox::jail::Layout {
+            hidden: vec![env_dir().canonicalize().unwrap(), prepared().dir.clone()],
+            read_only: Vec::new(),
+            writable: vec![ws.to_path_buf()],
+            tmp: tmp.path().join("tmp"),
+        };
+        let marker = rebench::sandbox::SessionMarker::new("rcc-jail-test");
+        let mut jail = rebench::sandbox::jail::Jail::start(Path::new("bwrap"), &layout, &marker)
+            .expect("starting a jail");
+        let prefix =
+            serde_json::to_string(&jail.prefix(Path::new(env!("CARGO_BIN_EXE_rebench")), ws))
+                .unwrap();
+        let outcome = score(&plan, ws, &hashes, &[("REBENCH_JAIL", prefix.as_str())]);
+        jail.stop();
+        outcome
+    };
+
+    // Without a jail the scaffold can read them (the hole isolation closes).
+    let open = score_scaffold(Some(&peeking), &[]);
+    let first = open.scorer_message["first_scaffold_error"]
+        .as_str()
+        .unwrap_or("");
+    assert!(first.contains("LEAKED"), "{open:#?}");
+
+    let (_a, ws) = workspace(&env, false);
+    let outcome = jailed(&ws, Some(&peeking));
+    assert!(outcome.valid, "{outcome:#?}");
+    let first = outcome.scorer_message["first_scaffold_error"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        first.contains("FileNotFoundError") && !first.contains("LEAKED"),
+        "{first}"
+    );
+
+    // Scoring still works in the jail: the reference scaffold solves its 8.
+    let (_b, ws) = workspace(&env, true);
+    let outcome = jailed(&ws, None);
+    assert!(outcome.valid, "{outcome:#?}");
+    assert_eq!(outcome.scorer_message["solved"], 8, "{outcome:#?}");
+    let leftovers: Vec<_> = std::fs::read_dir(&ws)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".rcc-run-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
 }

@@ -28,7 +28,26 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CHILD = os.path.join(HERE, "run_scaffold.py")
 # Never handed to the scaffold's process.
 PRIVATE_VARS = ("REBENCH_PREPARED", "REBENCH_ENV_DIR", "REBENCH_MODEL_URL", "REBENCH_MODEL_KEY",
-                "REBENCH_MODEL_NAME")
+                "REBENCH_MODEL_NAME", "REBENCH_JAIL")
+# Folders inside the workspace for each scaffold run's files when jailed.
+RUN_PREFIX = ".rcc-run-"
+
+
+def _jail():
+    """The argv prefix that runs a command inside the session's jail
+    (REBENCH_JAIL, set by rebench for the scorer of an isolated session), or
+    None. Inside, nothing of the environment folder or the preparation (the
+    held-out problems and their tests) exists."""
+    text = os.environ.get("REBENCH_JAIL")
+    return json.loads(text) if text else None
+
+
+def _run_dir(prefix, workspace):
+    """A fresh folder for one scaffold run's files: inside the workspace when
+    jailed (the jail's only shared folder), else a temporary one."""
+    if _jail() is not None:
+        return tempfile.mkdtemp(prefix=RUN_PREFIX, dir=workspace)
+    return tempfile.mkdtemp(prefix=prefix)
 
 
 class ScaffoldUnusable(Exception):
@@ -53,9 +72,14 @@ def public_view(problem):
 def _run_child(args, workspace, env, timeout_s, tmpdir):
     result_path = os.path.join(tmpdir, "result.json")
     started = time.monotonic()
+    jail = _jail()
+    # Jailed, the workspace's copy of run_scaffold.py (protected: checked
+    # unchanged before scoring) stands in for ours, which the jail hides.
+    child = os.path.join(workspace, "rcc", "run_scaffold.py") if jail else CHILD
+    argv = [sys.executable, "-B", child, args[0], workspace, result_path, *args[1:]]
     with open(os.path.join(tmpdir, "log.txt"), "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-B", CHILD, args[0], workspace, result_path, *args[1:]],
+            (jail or []) + argv,
             cwd=workspace,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -106,7 +130,7 @@ def child_env(base_url, token, model):
 
 def check_scaffold(workspace, env, timeout_s):
     """None when scaffold.py imports and defines solve; else the reason."""
-    tmp = tempfile.mkdtemp(prefix="rcc-check-")
+    tmp = _run_dir("rcc-check-", workspace)
     try:
         result = _run_child(["check"], workspace, env, timeout_s, tmp)
     finally:
@@ -140,7 +164,7 @@ def evaluate(workspace, problems, *, upstream, upstream_key, model, max_requests
             if time_budget_s is not None and time.monotonic() - started > time_budget_s:
                 outcomes[index] = {"name": name, "verdict": "not_attempted", "why": "scorer time budget spent"}
                 return
-            tmp = tempfile.mkdtemp(prefix="rcc-solve-")
+            tmp = _run_dir("rcc-solve-", workspace)
             try:
                 path = os.path.join(tmp, "problem.json")
                 with open(path, "w", encoding="utf-8") as f:
