@@ -282,3 +282,86 @@ print(json.dumps({"raw": 1.0, "message": "outside %s inside %s in %s" % (outside
     assert!(text.contains("inside 0 in the jail"), "{text}");
     assert!(!text.contains("outside 0 "), "{text}");
 }
+
+#[tokio::test]
+async fn prefix_sum_runs_the_solution_in_the_jail_and_checks_it_outside() {
+    if !bwrap_works("isolation tests") {
+        return;
+    }
+    let server = isolated_server();
+    let env = repo_root().join("environments/prefix-sum");
+    let session: rebench::protocol::SessionView = server
+        .admin()
+        .await
+        .call(Request::CreateSession(rebench::protocol::CreateSession {
+            env_dir: env.display().to_string(),
+            participant: "tess".into(),
+            kind: rebench::session::Kind::Agent,
+            budget_s: Some(3600),
+            profile: Some("smoke".into()),
+            allow_missing_hardware: false,
+            no_input_recording: false,
+        }))
+        .await
+        .unwrap();
+    // The starting score already ran in the jail.
+    let _: rebench::protocol::SessionView = server
+        .admin()
+        .await
+        .call(Request::Begin {
+            session: session.id.clone(),
+        })
+        .await
+        .unwrap();
+    let ws = std::path::Path::new(&session.workspace);
+    let reference = env.join("reference/solution.py");
+    let score = || async {
+        let entry: serde_json::Value = server
+            .admin()
+            .await
+            .call(Request::Score {
+                session: session.id.clone(),
+            })
+            .await
+            .unwrap();
+        entry
+    };
+    // A solution that would copy the reference if it could see it.
+    let starting = std::fs::read_to_string(ws.join("solution.py")).unwrap();
+    std::fs::write(
+        ws.join("solution.py"),
+        format!(
+            "import os\nif os.path.exists({:?}):\n    raise RuntimeError('LEAKED')\n{starting}",
+            reference.display().to_string()
+        ),
+    )
+    .unwrap();
+    let entry = score().await;
+    assert_eq!(entry["valid"], true, "{entry}");
+    assert_eq!(entry["details"]["jailed"], true, "{entry}");
+    // Wrong answers are still caught (outside, against the answers).
+    std::fs::write(
+        ws.join("solution.py"),
+        "def prefix_sum(xs):\n    return [0] * len(xs)\n",
+    )
+    .unwrap();
+    let entry = score().await;
+    assert_eq!(entry["valid"], false, "{entry}");
+    assert!(
+        entry["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("wrong answer at index"),
+        "{entry}"
+    );
+    let leftovers = std::fs::read_dir(ws)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(".prefix-sum-run-")
+        })
+        .count();
+    assert_eq!(leftovers, 0);
+}
