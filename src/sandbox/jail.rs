@@ -87,6 +87,10 @@ impl Jail {
         command
             .args(["--unshare-user", "--unshare-pid", "--unshare-ipc"])
             .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
+        // A minimal /dev has no GPUs: the host's GPU nodes, and only those.
+        for node in gpu_device_nodes(Path::new("/dev")) {
+            command.arg("--dev-bind").arg(&node).arg(&node);
+        }
         // /tmp first: the data dir (and so the workspace) may live under it.
         command.arg("--bind").arg(&layout.tmp).arg("/tmp");
         for path in &layout.hidden {
@@ -192,6 +196,25 @@ fn enter_prefix(enter_exe: &Path, init_pid: i32, cwd: &Path) -> Vec<String> {
     ]
 }
 
+/// The GPU device nodes under `dev`: NVIDIA's (`nvidia0`, `nvidiactl`,
+/// `nvidia-uvm`, `nvidia-caps`…) and the DRM folder `dri`.
+fn gpu_device_nodes(dev: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dev) else {
+        return Vec::new();
+    };
+    let mut nodes: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("nvidia") || name == "dri"
+        })
+        .map(|e| e.path())
+        .collect();
+    nodes.sort();
+    nodes
+}
+
 fn child_pid(info: &str) -> Option<i32> {
     let value: serde_json::Value = serde_json::from_str(info.trim()).ok()?;
     value.get("child-pid")?.as_i64()?.try_into().ok()
@@ -216,6 +239,28 @@ mod tests {
         );
         assert_eq!(child_pid(""), None);
         assert_eq!(child_pid("{\"child-pid\": \"x\"}"), None);
+    }
+
+    #[test]
+    fn gpu_nodes_are_found_and_nothing_else() {
+        let dev = tempfile::tempdir().unwrap();
+        for name in [
+            "nvidia0",
+            "nvidiactl",
+            "nvidia-uvm",
+            "sda",
+            "null",
+            "dri",
+            "nvme0n1",
+        ] {
+            std::fs::write(dev.path().join(name), "").unwrap();
+        }
+        let names: Vec<String> = gpu_device_nodes(dev.path())
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["dri", "nvidia-uvm", "nvidia0", "nvidiactl"]);
+        assert!(gpu_device_nodes(&dev.path().join("missing")).is_empty());
     }
 
     #[test]
