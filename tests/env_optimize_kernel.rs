@@ -242,3 +242,77 @@ fn full_profile_without_a_gpu_is_invalid_with_a_reason() {
         outcome.message
     );
 }
+
+#[test]
+fn in_an_isolated_session_the_solution_runs_where_the_reference_is_not() {
+    let Some(ready) = prepared() else { return };
+    if !common::bwrap_works("the isolated optimize-kernel test") {
+        return;
+    }
+    let env = environment();
+    let plan = smoke_plan(&env);
+    let (_a, ws) = workspace(&env, false);
+    // A solution that refuses to run where it could read the reference.
+    let reference = env_dir()
+        .canonicalize()
+        .unwrap()
+        .join("reference/solution.py");
+    let starting = std::fs::read_to_string(ws.join("solution.py")).unwrap();
+    std::fs::write(
+        ws.join("solution.py"),
+        format!(
+            "import os as _os\nif _os.path.exists({:?}):\n    raise RuntimeError('LEAKED')\n{starting}",
+            reference.display().to_string()
+        ),
+    )
+    .unwrap();
+    let hashes = protected::hash_files(&ws, &plan.protected).unwrap();
+    let open = score(&plan, ready, &ws, &hashes, &[]);
+    assert!(!open.valid && open.message.contains("LEAKED"), "{open:#?}");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let layout = rebench::sandbox::jail::Layout {
+        hidden: vec![ready.dir.clone(), env_dir().canonicalize().unwrap()],
+        read_only: ready.venv.iter().cloned().collect(),
+        writable: vec![ws.clone()],
+        tmp: tmp.path().join("tmp"),
+    };
+    let marker = rebench::sandbox::SessionMarker::new("kernel-jail-test");
+    let mut jail = rebench::sandbox::jail::Jail::start(Path::new("bwrap"), &layout, &marker)
+        .expect("starting a jail");
+    let prefix =
+        serde_json::to_string(&jail.prefix(Path::new(env!("CARGO_BIN_EXE_rebench")), &ws)).unwrap();
+    let jailed = score(
+        &plan,
+        ready,
+        &ws,
+        &hashes,
+        &[("REBENCH_JAIL", prefix.as_str())],
+    );
+    jail.stop();
+    assert!(jailed.valid, "{jailed:#?}");
+    assert_eq!(jailed.details["jailed"], true, "{jailed:#?}");
+
+    // Wrong answers are still caught in the jail.
+    std::fs::write(
+        ws.join("solution.py"),
+        "import torch\ndef prefix_sum(x):\n    return torch.zeros_like(x)\n",
+    )
+    .unwrap();
+    let mut jail = rebench::sandbox::jail::Jail::start(Path::new("bwrap"), &layout, &marker)
+        .expect("starting a jail");
+    let prefix =
+        serde_json::to_string(&jail.prefix(Path::new(env!("CARGO_BIN_EXE_rebench")), &ws)).unwrap();
+    let wrong = score(
+        &plan,
+        ready,
+        &ws,
+        &hashes,
+        &[("REBENCH_JAIL", prefix.as_str())],
+    );
+    jail.stop();
+    assert!(
+        !wrong.valid && wrong.message.contains("wrong answer"),
+        "{wrong:#?}"
+    );
+}

@@ -17,6 +17,12 @@ Settings (environment variables; the profiles set them):
   OPTIMIZE_KERNEL_WARMUP   untimed (but checked) calls first (default 3)
   OPTIMIZE_KERNEL_THREADS  torch CPU threads (default: torch's choice)
 The workspace is argv[1], else $REBENCH_WORKSPACE, else the cwd.
+
+In an isolated session (rebench sets $REBENCH_JAIL, the argv prefix that
+runs a command inside the session's jail) this scorer runs itself inside the
+jail, from its source text (its file is hidden there), and passes on the
+result line: the solution then runs where no hidden file exists. It needs
+no hidden data, so the whole check can run there.
 """
 
 import contextlib
@@ -24,6 +30,7 @@ import importlib.util
 import json
 import os
 import random
+import subprocess
 import sys
 import traceback
 from time import perf_counter  # bound before participant code can patch `time`
@@ -198,6 +205,27 @@ def score(workspace, details):
     return {"raw": best, "message": {"ms": round(best, 4), "n": n, "device": device_name}, "details": details}
 
 
+def score_in_jail(workspace, jail, details):
+    """This scorer run inside the session's jail; its result line passed on."""
+    with open(os.path.abspath(__file__), encoding="utf-8") as f:
+        source = f.read()
+    # None of rebench's variables inside (no REBENCH_JAIL: no recursion).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REBENCH_")}
+    proc = subprocess.run(
+        jail + [sys.executable, "-B", "-c", source, workspace],
+        cwd=workspace, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    )
+    lines = [line for line in proc.stdout.decode("utf-8", errors="replace").splitlines() if line.strip()]
+    try:
+        result = json.loads(lines[-1])
+        if not isinstance(result, dict):
+            raise ValueError("not an object")
+    except (IndexError, ValueError):
+        raise Invalid(f"the scorer's run inside the jail gave no result (exit status {proc.returncode})")
+    result.setdefault("details", {})["jailed"] = True
+    return result
+
+
 def main():
     if len(sys.argv) > 1:
         workspace = sys.argv[1]
@@ -206,7 +234,11 @@ def main():
     workspace = os.path.abspath(workspace)
     details = {"workspace": workspace}
     try:
-        result = score(workspace, details)
+        jail = os.environ.get("REBENCH_JAIL")
+        if jail:
+            result = score_in_jail(workspace, json.loads(jail), details)
+        else:
+            result = score(workspace, details)
     except Invalid as e:
         if e.__context__ is not None:  # e.g. the participant's exception
             details["traceback"] = "".join(traceback.format_exception(e.__context__))
