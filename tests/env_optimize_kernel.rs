@@ -270,26 +270,16 @@ fn in_an_isolated_session_the_solution_runs_where_the_reference_is_not() {
     let open = score(&plan, ready, &ws, &hashes, &[]);
     assert!(!open.valid && open.message.contains("LEAKED"), "{open:#?}");
 
-    let tmp = tempfile::tempdir().unwrap();
-    let layout = rebench::sandbox::jail::Layout {
-        hidden: vec![ready.dir.clone(), env_dir().canonicalize().unwrap()],
-        read_only: ready.venv.iter().cloned().collect(),
-        writable: vec![ws.clone()],
-        tmp: tmp.path().join("tmp"),
-    };
-    let marker = rebench::sandbox::SessionMarker::new("kernel-jail-test");
-    let mut jail = rebench::sandbox::jail::Jail::start(Path::new("bwrap"), &layout, &marker)
-        .expect("starting a jail");
-    let prefix =
-        serde_json::to_string(&jail.prefix(Path::new(env!("CARGO_BIN_EXE_rebench")), &ws)).unwrap();
+    let hidden = [ready.dir.clone(), env_dir().canonicalize().unwrap()];
+    let venv: Vec<PathBuf> = ready.venv.iter().cloned().collect();
+    let jail = common::test_jail(&hidden, &venv, std::slice::from_ref(&ws), &ws);
     let jailed = score(
         &plan,
         ready,
         &ws,
         &hashes,
-        &[("REBENCH_JAIL", prefix.as_str())],
+        &[("REBENCH_JAIL", jail.prefix.as_str())],
     );
-    jail.stop();
     assert!(jailed.valid, "{jailed:#?}");
     assert_eq!(jailed.details["jailed"], true, "{jailed:#?}");
 
@@ -299,18 +289,13 @@ fn in_an_isolated_session_the_solution_runs_where_the_reference_is_not() {
         "import torch\ndef prefix_sum(x):\n    return torch.zeros_like(x)\n",
     )
     .unwrap();
-    let mut jail = rebench::sandbox::jail::Jail::start(Path::new("bwrap"), &layout, &marker)
-        .expect("starting a jail");
-    let prefix =
-        serde_json::to_string(&jail.prefix(Path::new(env!("CARGO_BIN_EXE_rebench")), &ws)).unwrap();
     let wrong = score(
         &plan,
         ready,
         &ws,
         &hashes,
-        &[("REBENCH_JAIL", prefix.as_str())],
+        &[("REBENCH_JAIL", jail.prefix.as_str())],
     );
-    jail.stop();
     assert!(
         !wrong.valid && wrong.message.contains("wrong answer"),
         "{wrong:#?}"

@@ -397,27 +397,21 @@ fn in_an_isolated_session_the_script_cannot_copy_the_hidden_reference() {
 
     // In the session's jail (as the server sets REBENCH_JAIL for isolated
     // sessions) the preparation folder does not exist.
-    let tmp = tempfile::tempdir().unwrap();
-    let layout = rebench::sandbox::jail::Layout {
-        hidden: vec![ready.dir.clone(), env_dir()],
-        read_only: ready.venv.iter().cloned().collect(),
-        writable: vec![ws.clone()],
-        tmp: tmp.path().join("tmp"),
-    };
-    let marker = rebench::sandbox::SessionMarker::new("foundry-jail-test");
-    let mut jail = rebench::sandbox::jail::Jail::start(Path::new("bwrap"), &layout, &marker)
-        .expect("starting a jail");
-    let prefix = jail.prefix(Path::new(env!("CARGO_BIN_EXE_rebench")), &ws);
-    let prefix = serde_json::to_string(&prefix).unwrap();
+    let venv: Vec<PathBuf> = ready.venv.iter().cloned().collect();
+    let jail = common::test_jail(
+        &[ready.dir.clone(), env_dir()],
+        &venv,
+        std::slice::from_ref(&ws),
+        &ws,
+    );
     let jailed = torch_env::score(
         &env_dir(),
         &plan,
         ready,
         &ws,
         &hashes,
-        &[("REBENCH_JAIL", prefix.as_str())],
+        &[("REBENCH_JAIL", jail.prefix.as_str())],
     );
-    jail.stop();
     let error = invalid_error(&jailed);
     assert!(
         error.starts_with("timed run: finetune.sh failed") && error.contains("No such file"),

@@ -454,22 +454,18 @@ fn in_an_isolated_session_scaffolds_cannot_read_the_held_out_problems() {
         if let Some(text) = scaffold {
             std::fs::write(ws.join("scaffold.py"), text).unwrap();
         }
-        let tmp = tempfile::tempdir().unwrap();
-        let layout = rebench::sandbox::jail::Layout {
-            hidden: vec![env_dir().canonicalize().unwrap(), prepared().dir.clone()],
-            read_only: Vec::new(),
-            writable: vec![ws.to_path_buf()],
-            tmp: tmp.path().join("tmp"),
-        };
-        let marker = rebench::sandbox::SessionMarker::new("rcc-jail-test");
-        let mut jail = rebench::sandbox::jail::Jail::start(Path::new("bwrap"), &layout, &marker)
-            .expect("starting a jail");
-        let prefix =
-            serde_json::to_string(&jail.prefix(Path::new(env!("CARGO_BIN_EXE_rebench")), ws))
-                .unwrap();
-        let outcome = score(&plan, ws, &hashes, &[("REBENCH_JAIL", prefix.as_str())]);
-        jail.stop();
-        outcome
+        let jail = common::test_jail(
+            &[env_dir().canonicalize().unwrap(), prepared().dir.clone()],
+            &[],
+            &[ws.to_path_buf()],
+            ws,
+        );
+        score(
+            &plan,
+            ws,
+            &hashes,
+            &[("REBENCH_JAIL", jail.prefix.as_str())],
+        )
     };
 
     // Without a jail the scaffold can read them (the hole isolation closes).

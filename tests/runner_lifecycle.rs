@@ -8,20 +8,6 @@ use std::time::Duration;
 use common::*;
 use rebench::protocol::{ExecReply, Request, SessionView};
 
-async fn exec(server: &TestServer, session: &str, command: &str) -> ExecReply {
-    server
-        .admin()
-        .await
-        .call(Request::Exec {
-            session: session.into(),
-            command: command.into(),
-            timeout_s: Some(20.0),
-            cwd: None,
-        })
-        .await
-        .unwrap()
-}
-
 fn read_pid(path: &std::path::Path) -> i32 {
     assert!(wait_until(Duration::from_secs(5), || {
         std::fs::read_to_string(path).is_ok_and(|s| !s.trim().is_empty())
@@ -40,12 +26,8 @@ async fn a_three_second_budget_ends_with_a_final_score_and_no_surviving_process(
     let session = server.create_running(&env, Some(3)).await;
     let ws = std::path::Path::new(&session.workspace);
     // Background work that tries hard to survive: nohup, setsid, plain &.
-    let reply = exec(
-        &server,
-        &session.id,
-        "nohup sleep 1000 >/dev/null 2>&1 & echo $! > a.pid; setsid sleep 1001 >/dev/null 2>&1 < /dev/null & echo $! > b.pid; (sleep 1002 & echo $! > c.pid) ; echo started",
-    )
-    .await;
+    let command = "nohup sleep 1000 >/dev/null 2>&1 & echo $! > a.pid; setsid sleep 1001 >/dev/null 2>&1 < /dev/null & echo $! > b.pid; (sleep 1002 & echo $! > c.pid) ; echo started";
+    let reply = server.exec(&session.id, command).await;
     assert_eq!(reply.exit_code, Some(0), "{reply:?}");
     let pids: Vec<i32> = ["a.pid", "b.pid", "c.pid"]
         .iter()
@@ -93,12 +75,8 @@ async fn pause_freezes_background_jobs_and_resume_thaws_them() {
     let server = TestServer::start();
     let session = server.create_running(&env, Some(3600)).await;
     let ws = std::path::Path::new(&session.workspace);
-    let reply = exec(
-        &server,
-        &session.id,
-        "setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > ticks; sleep 0.05; done' >/dev/null 2>&1 < /dev/null & echo $! > loop.pid",
-    )
-    .await;
+    let command = "setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > ticks; sleep 0.05; done' >/dev/null 2>&1 < /dev/null & echo $! > loop.pid";
+    let reply = server.exec(&session.id, command).await;
     assert_eq!(reply.exit_code, Some(0));
     let pid = read_pid(&ws.join("loop.pid"));
     let ticks = || std::fs::read_to_string(ws.join("ticks")).unwrap_or_default();
@@ -327,12 +305,8 @@ async fn the_operators_credentials_reach_the_scorer_but_not_session_processes() 
     ]);
     let session = server.create_running(&env, Some(3600)).await;
     assert_eq!(session.isolation, "none");
-    let seen = exec(
-        &server,
-        &session.id,
-        "echo \"judge=${REBENCH_JUDGE_KEY:-none} openai=${OPENAI_API_KEY:-none} hf=${HF_TOKEN:-none} setting=${OPERATOR_SETTING:-none} own=${REBENCH_SESSION:+set}\"",
-    )
-    .await;
+    let command = "echo \"judge=${REBENCH_JUDGE_KEY:-none} openai=${OPENAI_API_KEY:-none} hf=${HF_TOKEN:-none} setting=${OPERATOR_SETTING:-none} own=${REBENCH_SESSION:+set}\"";
+    let seen = server.exec(&session.id, command).await;
     assert_eq!(
         seen.stdout.trim(),
         "judge=none openai=none hf=none setting=kept own=set",

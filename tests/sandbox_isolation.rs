@@ -14,25 +14,11 @@ use std::time::Duration;
 
 use common::*;
 use rebench::protocol::{
-    AttachMode, AttachReply, ExecReply, Push, Request, ShellInfo, b64_decode, b64_encode,
+    AttachMode, AttachReply, Push, Request, ShellInfo, b64_decode, b64_encode,
 };
 
 fn isolated_server() -> TestServer {
     TestServer::start_with_env(&[("REBENCH_ISOLATION", "bwrap")])
-}
-
-async fn exec(server: &TestServer, session: &str, command: &str) -> ExecReply {
-    server
-        .admin()
-        .await
-        .call(Request::Exec {
-            session: session.into(),
-            command: command.into(),
-            timeout_s: Some(20.0),
-            cwd: None,
-        })
-        .await
-        .unwrap()
 }
 
 /// Host pids whose command line is exactly `argv`.
@@ -76,7 +62,7 @@ async fn an_isolated_session_sees_its_workspace_and_nothing_it_must_not() {
          rebench task status >/dev/null && echo TASK-CLIENT-OK; \
          mkdir -p $XDG_CACHE_HOME/x && echo cache-in-$XDG_CACHE_HOME"
     );
-    let seen = exec(&server, &session.id, &probe).await;
+    let seen = server.exec(&session.id, &probe).await;
     assert_eq!(seen.exit_code, Some(0), "{seen:?}");
     let out = seen.stdout;
     let parts: Vec<&str> = out.split("---\n").collect();
@@ -107,12 +93,12 @@ async fn an_isolated_session_sees_its_workspace_and_nothing_it_must_not() {
         "made\n"
     );
     // A participant cannot lift the hiding: no capabilities, no remount.
-    let remount = exec(
-        &server,
-        &session.id,
-        &format!("umount -l {data} 2>&1; ls {data}/db 2>&1"),
-    )
-    .await;
+    let remount = server
+        .exec(
+            &session.id,
+            &format!("umount -l {data} 2>&1; ls {data}/db 2>&1"),
+        )
+        .await;
     assert!(
         !remount.stdout.contains("conf") && !remount.stdout.contains("snap"),
         "{remount:?}"
@@ -128,20 +114,13 @@ async fn jobs_share_the_jail_and_all_die_with_the_session_marker_or_not() {
     let server = isolated_server();
     let session = server.create_running(&env, Some(3600)).await;
     // One job keeps the session marker, one scrubs its environment.
-    let started = exec(
-        &server,
-        &session.id,
-        "nohup sleep 301 >/dev/null 2>&1 & env -i /bin/sleep 302 >/dev/null 2>&1 & echo started",
-    )
-    .await;
+    let command =
+        "nohup sleep 301 >/dev/null 2>&1 & env -i /bin/sleep 302 >/dev/null 2>&1 & echo started";
+    let started = server.exec(&session.id, command).await;
     assert_eq!(started.stdout.trim(), "started", "{started:?}");
     // A later command sees both (one pid namespace per session).
-    let seen = exec(
-        &server,
-        &session.id,
-        "ps -e -o args= | grep -c '^[/a-z]*sleep 30[12]$'",
-    )
-    .await;
+    let command = "ps -e -o args= | grep -c '^[/a-z]*sleep 30[12]$'";
+    let seen = server.exec(&session.id, command).await;
     assert_eq!(seen.stdout.trim(), "2", "{seen:?}");
     let marked = host_pids_running(&["sleep", "301"]);
     let scrubbed = host_pids_running(&["/bin/sleep", "302"]);

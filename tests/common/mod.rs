@@ -129,6 +129,20 @@ impl TestServer {
             .unwrap()
     }
 
+    /// Runs `command` in the session through the admin socket (20 s limit).
+    pub async fn exec(&self, session: &str, command: &str) -> rebench::protocol::ExecReply {
+        self.admin()
+            .await
+            .call(Request::Exec {
+                session: session.into(),
+                command: command.into(),
+                timeout_s: Some(20.0),
+                cwd: None,
+            })
+            .await
+            .unwrap()
+    }
+
     pub async fn create_running(&self, env: &Path, budget_s: Option<u64>) -> SessionView {
         let view = self.create(env, budget_s, Kind::Agent).await;
         let mut admin = self.admin().await;
@@ -257,4 +271,38 @@ pub fn bwrap_works(what: &str) -> bool {
         let _ = writeln!(std::io::stderr(), "\n{text}\n");
     }
     works
+}
+
+/// A session jail as the server makes one for an isolated session's scorer:
+/// `hidden` emptied, `read_only` and `writable` shown again. `prefix` is the
+/// REBENCH_JAIL value that runs a command inside it in `cwd`. Stopped when
+/// dropped.
+pub struct TestJail {
+    pub prefix: String,
+    _jail: rebench::sandbox::jail::Jail,
+    _tmp: tempfile::TempDir,
+}
+
+pub fn test_jail(
+    hidden: &[PathBuf],
+    read_only: &[PathBuf],
+    writable: &[PathBuf],
+    cwd: &Path,
+) -> TestJail {
+    let tmp = tempfile::tempdir().unwrap();
+    let layout = rebench::sandbox::jail::Layout {
+        hidden: hidden.to_vec(),
+        read_only: read_only.to_vec(),
+        writable: writable.to_vec(),
+        tmp: tmp.path().join("tmp"),
+    };
+    let marker = rebench::sandbox::SessionMarker::new("test-jail");
+    let jail = rebench::sandbox::jail::Jail::start(Path::new("bwrap"), &layout, &marker)
+        .expect("starting a jail");
+    let prefix = serde_json::to_string(&jail.prefix(Path::new(BIN), cwd)).unwrap();
+    TestJail {
+        prefix,
+        _jail: jail,
+        _tmp: tmp,
+    }
 }
