@@ -344,3 +344,26 @@ async fn prefix_sum_runs_the_solution_in_the_jail_and_checks_it_outside() {
         .count();
     assert_eq!(leftovers, 0);
 }
+
+#[tokio::test]
+async fn a_jail_killed_from_inside_is_replaced_by_the_next_command() {
+    if !bwrap_works("isolation tests") {
+        return;
+    }
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = isolated_server();
+    let session = server.create_running(&env, Some(3600)).await;
+    // The jail's init is pid 2 inside (bwrap is 1): killing it ends the jail.
+    let init = server.exec(&session.id, "ps -o pid=,args= -p 2").await;
+    assert!(init.stdout.contains("sleep infinity"), "{init:?}");
+    let _ = server.exec(&session.id, "kill -KILL 2; sleep 5").await;
+    let after = server
+        .exec(&session.id, "echo alive; ps -o pid=,args= -p 2")
+        .await;
+    assert_eq!(after.exit_code, Some(0), "{after:?}");
+    assert!(after.stdout.starts_with("alive"), "{after:?}");
+    assert!(
+        after.stdout.contains("sleep infinity"),
+        "a new jail: {after:?}"
+    );
+}

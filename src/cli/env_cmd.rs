@@ -237,7 +237,7 @@ impl Scorer<'_> {
             env: self
                 .prepared
                 .session_env(std::env::var_os("PATH").as_deref()),
-            env_remove: crate::sandbox::secrets::withheld(std::env::vars_os().map(|(k, _)| k)),
+            env_remove: crate::sandbox::secrets::withheld_from_here(),
             prefix: Vec::new(),
             timeout: parse_duration(&calibrate.timeout).unwrap_or(Duration::from_secs(3600)),
             output_limit: OUTPUT_LIMIT,

@@ -41,6 +41,11 @@ where
         .collect()
 }
 
+/// The names in this process's environment that session processes must not get.
+pub fn withheld_from_here() -> Vec<String> {
+    withheld(std::env::vars_os().map(|(name, _)| name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -649,7 +649,7 @@ async fn open_shell(
         args,
         cwd: host.meta.workspace.clone(),
         env: hub.session_env(&host),
-        env_remove: super::hub::session_env_withheld(),
+        env_remove: hub.withheld.clone(),
         cols,
         rows,
     };

@@ -60,8 +60,13 @@ pub struct Hub {
     pub scoring_started: broadcast::Sender<ScoringStarted>,
     /// The session shell rc file.
     pub rc_file: PathBuf,
-    /// The folder of the running `rebench` binary (put on the shells' PATH).
+    /// The running `rebench` binary (`sandbox-enter` for jailed sessions).
+    exe: Option<PathBuf>,
+    /// Its folder (put on the shells' PATH).
     pub bin_dir: Option<PathBuf>,
+    /// The server's variables session processes do not inherit (see
+    /// `sandbox::secrets`); the server's environment does not change.
+    pub withheld: Vec<String>,
     /// How session processes run: directly, or each session in its jail.
     pub isolation: Isolation,
     pub shutdown: tokio::sync::Notify,
@@ -77,8 +82,9 @@ impl Hub {
     ) -> Arc<Hub> {
         let (events, _) = broadcast::channel(4096);
         let (scoring_started, _) = broadcast::channel(256);
-        let bin_dir = std::env::current_exe()
-            .ok()
+        let exe = std::env::current_exe().ok();
+        let bin_dir = exe
+            .as_ref()
             .and_then(|p| p.parent().map(|d| d.to_path_buf()));
         Arc::new(Hub {
             store,
@@ -88,7 +94,9 @@ impl Hub {
             events,
             scoring_started,
             rc_file,
+            exe,
             bin_dir,
+            withheld: crate::sandbox::secrets::withheld_from_here(),
             isolation,
             shutdown: tokio::sync::Notify::new(),
         })
@@ -764,27 +772,30 @@ impl Hub {
         let Isolation::Bwrap(bwrap) = &self.isolation else {
             return Ok(Vec::new());
         };
-        let exe = std::env::current_exe()
-            .map_err(|e| OpError::internal(format!("cannot find the rebench binary: {e}")))?;
+        let exe = self
+            .exe
+            .as_ref()
+            .ok_or_else(|| OpError::internal("cannot find the rebench binary"))?;
         let mut slot = host.jail_guard();
-        if let Some(jail) = slot.as_mut()
-            && !jail.is_running()
-        {
+        let mut current = slot.take();
+        if current.as_mut().is_some_and(|jail| !jail.is_running()) {
             tracing::warn!(session = %host.meta.id, "the session's jail had stopped; starting a new one");
-            *slot = None;
+            current = None;
         }
-        if slot.is_none() {
-            let jail =
-                Jail::start(bwrap, &self.jail_layout(host), &host.marker()).map_err(|e| {
-                    OpError::internal(format!("could not start the session's jail: {e:#}"))
-                })?;
-            tracing::info!(session = %host.meta.id, init = jail.init_pid(), "session jail started");
-            *slot = Some(jail);
-        }
-        let Some(jail) = slot.as_ref() else {
-            return Err(OpError::internal("the session's jail is gone"));
+        let jail = match current {
+            Some(jail) => jail,
+            None => {
+                let jail =
+                    Jail::start(bwrap, &self.jail_layout(host), &host.marker()).map_err(|e| {
+                        OpError::internal(format!("could not start the session's jail: {e:#}"))
+                    })?;
+                tracing::info!(session = %host.meta.id, init = jail.init_pid(), "session jail started");
+                jail
+            }
         };
-        Ok(jail.prefix(&exe, cwd))
+        let prefix = jail.prefix(exe, cwd);
+        *slot = Some(jail);
+        Ok(prefix)
     }
 
     /// The jail prefix for the session's scorer (REBENCH_JAIL): inside the
@@ -815,7 +826,7 @@ impl Hub {
     }
 
     /// The environment of a session's shells and commands, on top of the
-    /// server's own minus `session_env_withheld`.
+    /// server's own minus `withheld`.
     pub fn session_env(&self, host: &Host) -> Vec<(String, String)> {
         let mut path =
             std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
@@ -901,7 +912,7 @@ impl Hub {
             command: command.clone(),
             cwd: workdir.clone(),
             env: self.session_env(&host),
-            env_remove: session_env_withheld(),
+            env_remove: self.withheld.clone(),
             prefix: self.jail_prefix(&host, &workdir)?,
             timeout,
             output_limit: EXEC_OUTPUT_LIMIT,
@@ -971,12 +982,6 @@ async fn watch_shell_exits(
         })
         .await;
     }
-}
-
-/// The server's variables a session's shells and commands do not inherit:
-/// the operator's credentials and `REBENCH_*` settings (scorers keep them).
-pub fn session_env_withheld() -> Vec<String> {
-    crate::sandbox::secrets::withheld(std::env::vars_os().map(|(name, _)| name))
 }
 
 /// Folders and files under the operator's home that a jail hides: keys,
