@@ -25,12 +25,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 
 const PROFILE: &str = "smoke";
-/// Operator variables that must not leak in from the machine running the tests.
-const OPERATOR_VARS: [&str; 3] = [
-    "REBENCH_MODEL_URL",
-    "REBENCH_MODEL_KEY",
-    "REBENCH_MODEL_NAME",
-];
 
 fn env_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("environments/rust-codecontests")
@@ -104,10 +98,13 @@ fn score(
             output: String::new(),
             exit_code: None,
             duration_ms: 0,
+            infrastructure: None,
         };
     }
     let env_dir = env_dir().canonicalize().unwrap();
-    let mut vars: Vec<(String, String)> = plan.scorer_env(&env_dir, ws).into_iter().collect();
+    // As the server does: the allowlisted base, none of the operator's variables.
+    let mut vars = rebench::sandbox::environ::passed_from_here();
+    vars.extend(plan.scorer_env(&env_dir, ws));
     vars.extend(prepared().scorer_env(std::env::var_os("PATH").as_deref()));
     vars.extend(
         extra_env
@@ -123,7 +120,8 @@ fn score(
         argv: plan.argv(&env_dir, ws),
         cwd: ws.to_path_buf(),
         env: vars,
-        env_remove: OPERATOR_VARS.iter().map(|v| v.to_string()).collect(),
+        env_clear: true,
+        cgroup: None,
         timeout: plan.timeout,
         output_limit: OUTPUT_LIMIT,
     };

@@ -88,7 +88,7 @@ async fn pause_freezes_background_jobs_and_resume_thaws_them() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(process_state(pid), Some('T'), "the job is stopped");
+    assert!(is_stopped(pid), "the job is stopped");
     let frozen = ticks();
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(ticks(), frozen, "a frozen job makes no progress");
@@ -120,7 +120,7 @@ async fn pause_freezes_background_jobs_and_resume_thaws_them() {
         wait_until(Duration::from_secs(5), || ticks() != frozen),
         "the job runs again after resume"
     );
-    assert_ne!(process_state(pid), Some('T'));
+    assert!(!is_stopped(pid));
     let out = server.cli(&["end", &session.id]);
     assert!(out.status.success());
     assert!(wait_until(Duration::from_secs(5), || process_gone(pid)));
@@ -289,27 +289,34 @@ async fn futures_join(handles: Vec<tokio::task::JoinHandle<()>>) {
 }
 
 #[tokio::test]
-async fn the_operators_credentials_reach_the_scorer_but_not_session_processes() {
-    // The scorer prints what it sees of the operator's key as its message.
-    let (_env_dir, env) = fixture_env(|t| t);
+async fn only_allowlisted_variables_reach_sessions_and_scorers_get_what_pass_env_grants() {
+    // The scorer prints what it sees of the operator's variables as its message.
+    let (_env_dir, env) = fixture_env(|t| {
+        t.replace(
+            "protected = [\"helper.py\"]",
+            "protected = [\"helper.py\"]\npass_env = [\"REBENCH_JUDGE_KEY\"]",
+        )
+    });
     std::fs::write(
         env.join("score.sh"),
-        "#!/bin/sh\necho \"{\\\"raw\\\": 1.0, \\\"message\\\": \\\"key=${REBENCH_JUDGE_KEY:-none}\\\"}\"\n",
+        "#!/bin/sh\necho \"{\\\"raw\\\": 1.0, \\\"message\\\": \\\"key=${REBENCH_JUDGE_KEY:-none} openai=${OPENAI_API_KEY:-none} setting=${OPERATOR_SETTING:-none}\\\"}\"\n",
     )
     .unwrap();
     let server = TestServer::start_with_env(&[
         ("REBENCH_JUDGE_KEY", "sk-operator-judge"),
         ("OPENAI_API_KEY", "sk-operator-openai"),
         ("HF_TOKEN", "hf-operator"),
-        ("OPERATOR_SETTING", "kept"),
+        ("OPERATOR_SETTING", "dropped"),
+        ("DATABASE_URL", "postgres://u:pw@db/x"),
+        ("GITHUB_PAT", "ghp-operator"),
     ]);
     let session = server.create_running(&env, Some(3600)).await;
     assert_eq!(session.isolation, "none");
-    let command = "echo \"judge=${REBENCH_JUDGE_KEY:-none} openai=${OPENAI_API_KEY:-none} hf=${HF_TOKEN:-none} setting=${OPERATOR_SETTING:-none} own=${REBENCH_SESSION:+set}\"";
+    let command = "echo \"judge=${REBENCH_JUDGE_KEY:-none} openai=${OPENAI_API_KEY:-none} hf=${HF_TOKEN:-none} setting=${OPERATOR_SETTING:-none} own=${REBENCH_SESSION:+set}\"; env | grep -c -e pw@ -e ghp-operator -e sk-operator";
     let seen = server.exec(&session.id, command).await;
     assert_eq!(
         seen.stdout.trim(),
-        "judge=none openai=none hf=none setting=kept own=set",
+        "judge=none openai=none hf=none setting=none own=set\n0",
         "{seen:?}"
     );
     let entry: serde_json::Value = server
@@ -321,7 +328,9 @@ async fn the_operators_credentials_reach_the_scorer_but_not_session_processes() 
         .await
         .unwrap();
     assert!(
-        entry.to_string().contains("key=sk-operator-judge"),
-        "the scorer needs the operator's key: {entry}"
+        entry
+            .to_string()
+            .contains("key=sk-operator-judge openai=none setting=none"),
+        "the scorer gets the key its manifest grants, and nothing else: {entry}"
     );
 }

@@ -11,7 +11,7 @@ fn spec(command: &str, cwd: &Path) -> ExecSpec {
         command: command.to_string(),
         cwd: cwd.to_path_buf(),
         env: Vec::new(),
-        env_remove: Vec::new(),
+        env_clear: false,
         prefix: Vec::new(),
         timeout: Duration::from_secs(20),
         output_limit: 64 * 1024,
@@ -211,10 +211,10 @@ async fn cancelled_exec_kills_its_process_group() {
 }
 
 #[tokio::test]
-async fn removed_variables_are_not_inherited_but_added_ones_are_set() {
+async fn a_cleared_environment_holds_only_the_added_variables() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = spec("echo \"${HOME:-no-home} ${ADDED:-no-added}\"", dir.path());
-    s.env_remove = vec!["HOME".into()];
+    s.env_clear = true;
     s.env = vec![("ADDED".into(), "yes".into())];
     let result = exec(&s).await.unwrap();
     assert_eq!(result.stdout.trim(), "no-home yes", "{result:?}");

@@ -129,7 +129,8 @@ async fn jobs_share_the_jail_and_all_die_with_the_session_marker_or_not() {
         (1, 1),
         "{marked:?} {scrubbed:?}"
     );
-    // Pausing freezes the marked job.
+    // Pausing freezes both jobs: the jail's cgroup or pid namespace holds
+    // the one that scrubbed its marker too.
     let _: serde_json::Value = server
         .admin()
         .await
@@ -141,9 +142,11 @@ async fn jobs_share_the_jail_and_all_die_with_the_session_marker_or_not() {
         .await
         .unwrap();
     assert!(
-        wait_until(Duration::from_secs(5), || state_of(marked[0]) == Some('T')),
-        "{:?}",
-        state_of(marked[0])
+        wait_until(Duration::from_secs(5), || is_stopped(marked[0])
+            && is_stopped(scrubbed[0])),
+        "{:?} {:?}",
+        state_of(marked[0]),
+        state_of(scrubbed[0])
     );
     let _: serde_json::Value = server
         .admin()
@@ -239,10 +242,10 @@ async fn a_scorer_can_run_participant_code_inside_the_jail() {
 exec python3 -c '
 import json, os, subprocess
 jail = json.loads(os.environ["REBENCH_JAIL"])
-count = "ls -A \"$REBENCH_ENV_DIR\" | wc -l"
-outside = subprocess.run(["sh", "-c", count], capture_output=True, text=True).stdout.strip()
-inside = subprocess.run(jail + ["sh", "-c", count], capture_output=True, text=True)
-print(json.dumps({"raw": 1.0, "message": "outside %s inside %s in %s" % (outside, inside.stdout.strip(), inside.stderr.strip() or "the jail")}))
+count = ["sh", "-c", "ls -A \"$1\" | wc -l; env | grep -c -e REBENCH_ENV_DIR -e REBENCH_JAIL -e REBENCH_WORKSPACE", "sh", os.environ["REBENCH_ENV_DIR"]]
+outside = subprocess.run(count, capture_output=True, text=True).stdout.split()
+inside = subprocess.run(jail + count, capture_output=True, text=True)
+print(json.dumps({"raw": 1.0, "message": "outside %s inside %s in %s" % (outside[0], " ".join(inside.stdout.split()), inside.stderr.strip() or "the jail")}))
 '
 "#,
     )
@@ -258,7 +261,8 @@ print(json.dumps({"raw": 1.0, "message": "outside %s inside %s in %s" % (outside
         .await
         .unwrap();
     let text = entry.to_string();
-    assert!(text.contains("inside 0 in the jail"), "{text}");
+    // None of the scorer's own variables reach the participant code either.
+    assert!(text.contains("inside 0 0 in the jail"), "{text}");
     assert!(!text.contains("outside 0 "), "{text}");
 }
 

@@ -30,7 +30,7 @@ fn shell_spec(cwd: &Path) -> ShellSpec {
             ("TERM".into(), "xterm-256color".into()),
             ("REBENCH_PTY_VAR".into(), "pty-value".into()),
         ],
-        env_remove: Vec::new(),
+        env_clear: false,
         cols: 80,
         rows: 24,
     }

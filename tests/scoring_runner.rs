@@ -19,7 +19,8 @@ fn invocation(argv: &[&str], cwd: &Path) -> ScorerInvocation {
         argv: argv.iter().map(|arg| arg.to_string()).collect(),
         cwd: cwd.to_path_buf(),
         env: Vec::new(),
-        env_remove: Vec::new(),
+        env_clear: false,
+        cgroup: None,
         timeout: Duration::from_secs(30),
         output_limit: OUTPUT_LIMIT,
     }
@@ -76,7 +77,7 @@ async fn valid_scorer_gets_cwd_and_env() {
         ("REBENCH_PROFILE".into(), "gpu-small".into()),
         ("REBENCH_ENV_DIR".into(), "/envs/fix_embedding".into()),
     ];
-    inv.env_remove = vec!["HOME".into()];
+    inv.env_clear = true;
 
     let outcome = run_scorer(&inv).await;
 

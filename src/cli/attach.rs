@@ -26,10 +26,10 @@ pub async fn start_and_attach(
     _paths: &DataPaths,
     view: SessionView,
 ) -> anyhow::Result<i32> {
-    println!("{} — session {}", view.title, view.id);
+    println!("{} — session {}", print::printable(&view.title), view.id);
     println!(
         "participant {}, budget {}",
-        view.participant,
+        print::printable(&view.participant),
         format_duration(std::time::Duration::from_secs_f64(view.budget_s))
     );
     if let Some(score) = view.scores.as_ref().and_then(|s| s.first()) {

@@ -201,11 +201,12 @@ struct Scorer<'a> {
 
 impl Scorer<'_> {
     async fn run_once(&self, workspace: &Path) -> crate::scoring::ScorerOutcome {
-        let mut env: Vec<(String, String)> = self
-            .plan
-            .scorer_env(&self.env.dir, workspace)
-            .into_iter()
-            .collect();
+        // As the server runs it: the allowlisted base and what the manifest grants.
+        let mut env = crate::sandbox::environ::passed_from_here();
+        env.extend(crate::sandbox::environ::granted_from_here(
+            &self.plan.pass_env,
+        ));
+        env.extend(self.plan.scorer_env(&self.env.dir, workspace));
         env.extend(
             self.prepared
                 .scorer_env(std::env::var_os("PATH").as_deref()),
@@ -214,7 +215,8 @@ impl Scorer<'_> {
             argv: self.plan.argv(&self.env.dir, workspace),
             cwd: workspace.to_path_buf(),
             env,
-            env_remove: vec![],
+            env_clear: true,
+            cgroup: None,
             timeout: self.plan.timeout,
             output_limit: OUTPUT_LIMIT,
         };
@@ -234,10 +236,15 @@ impl Scorer<'_> {
         let spec = ExecSpec {
             command: calibrate.setup.clone(),
             cwd: workspace.to_path_buf(),
-            env: self
-                .prepared
-                .session_env(std::env::var_os("PATH").as_deref()),
-            env_remove: crate::sandbox::secrets::withheld_from_here(),
+            env: {
+                let mut env = crate::sandbox::environ::passed_from_here();
+                env.extend(
+                    self.prepared
+                        .session_env(std::env::var_os("PATH").as_deref()),
+                );
+                env
+            },
+            env_clear: true,
             prefix: Vec::new(),
             timeout: parse_duration(&calibrate.timeout).unwrap_or(Duration::from_secs(3600)),
             output_limit: OUTPUT_LIMIT,

@@ -35,14 +35,20 @@ pub enum Command {
     /// Run the runner server in the foreground (other commands start it in the background).
     /// `REBENCH_ISOLATION=bwrap` runs each session in a bubblewrap jail.
     Serve,
-    /// Internal: run a command inside a session's jail (isolated sessions).
+    /// Internal: start a session process (its cgroup, a scrubbed environment, its jail).
     #[command(hide = true)]
     SandboxEnter {
-        /// Host pid of the jail's init.
+        /// Host pid of the jail's init (isolated sessions).
         #[arg(long)]
-        target: i32,
+        target: Option<i32>,
+        /// The cgroup folder to join.
+        #[arg(long)]
+        cgroup: Option<std::path::PathBuf>,
         #[arg(long)]
         cwd: std::path::PathBuf,
+        /// KEY=VALUE to set after the environment is scrubbed.
+        #[arg(long = "env")]
+        env: Vec<std::ffi::OsString>,
         #[arg(last = true, required = true)]
         command: Vec<std::ffi::OsString>,
     },
@@ -182,9 +188,19 @@ pub fn run(cli: Cli) -> i32 {
         // Before any runtime: joining namespaces needs a single thread.
         Command::SandboxEnter {
             target,
+            cgroup,
             cwd,
+            env,
             command,
-        } => report(crate::sandbox::enter::enter_and_run(target, &cwd, &command)),
+        } => report(crate::sandbox::enter::launch(
+            &crate::sandbox::enter::Launch {
+                target,
+                cgroup,
+                cwd,
+                env,
+                argv: command,
+            },
+        )),
         Command::Env(cmd) => report(env_cmd::run(cmd, &paths, json)),
         Command::Task(cmd) => report(block_on(task::run(cmd, json))),
         Command::Export(args) => report(block_on(crate::recording::export(args, &paths))),
@@ -208,7 +224,8 @@ fn report(result: anyhow::Result<i32>) -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("rebench: {e:#}");
+            // Errors may quote a participant's text (a scorer's message).
+            eprintln!("rebench: {}", print::printable(&format!("{e:#}")));
             1
         }
     }

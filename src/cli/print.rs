@@ -2,6 +2,22 @@
 
 use crate::protocol::{ScoreView, SessionView};
 
+/// `text` with every control character but newline and tab escaped
+/// (`\u{1b}`): notes, titles and scorer messages come from participants'
+/// code, and an escape sequence must not reach the operator's terminal
+/// (clipboard writes, screen clears). JSON output stays exact.
+pub fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// `1:02:03` or `4:05` (minutes:seconds under an hour).
 pub fn clock(seconds: f64) -> String {
     let total = seconds.max(0.0).round() as u64;
@@ -29,7 +45,7 @@ pub fn state_line(v: &SessionView) -> String {
     }
 }
 
-pub fn score_line(s: &ScoreView, unit: &str) -> String {
+fn score_line_raw(s: &ScoreView, unit: &str) -> String {
     if s.hidden && s.raw.is_none() {
         return format!("#{:<3} {:>8}  {}", s.seq, clock(s.active_s), s.message);
     }
@@ -48,7 +64,7 @@ pub fn score_line(s: &ScoreView, unit: &str) -> String {
     )
 }
 
-pub fn session(v: &SessionView) -> String {
+fn session_raw(v: &SessionView) -> String {
     let mut out = String::new();
     let profile = v
         .profile
@@ -76,6 +92,13 @@ pub fn session(v: &SessionView) -> String {
         out.push_str("isolation: bwrap jail (docs/sandbox.md)\n");
     } else if v.isolation == "none" {
         out.push_str("isolation: none (processes run as the server's user)\n");
+    }
+    match v.containment.as_str() {
+        "" => {}
+        "marker" => out.push_str(
+            "containment: marker (a process that drops REBENCH_SANDBOX escapes pause and end)\n",
+        ),
+        other => out.push_str(&format!("containment: {other}\n")),
     }
     if !v.hardware_missing.is_empty() {
         out.push_str(&format!(
@@ -133,7 +156,7 @@ pub fn session(v: &SessionView) -> String {
     out
 }
 
-pub fn sessions_table(views: &[SessionView]) -> String {
+fn sessions_table_raw(views: &[SessionView]) -> String {
     let mut out = format!(
         "{:<8} {:<16} {:<6} {:<18} {:<24} {:>9} {:>9} {:>6} {:>7}\n",
         "ID", "PARTICIPANT", "KIND", "ENVIRONMENT", "STATE", "ACTIVE", "LEFT", "SCORES", "BEST"
@@ -178,5 +201,34 @@ mod tests {
         assert_eq!(clock(65.4), "1:05");
         assert_eq!(clock(3600.0 * 8.0), "8:00:00");
         assert_eq!(clock(-3.0), "0:00");
+    }
+}
+
+/// One score as a line, printable (see `printable`).
+pub fn score_line(s: &ScoreView, unit: &str) -> String {
+    printable(&score_line_raw(s, unit))
+}
+
+/// `rebench show`, printable (see `printable`).
+pub fn session(v: &SessionView) -> String {
+    printable(&session_raw(v))
+}
+
+/// `rebench sessions`, printable (see `printable`).
+pub fn sessions_table(views: &[SessionView]) -> String {
+    printable(&sessions_table_raw(views))
+}
+
+#[cfg(test)]
+mod printable_tests {
+    use super::printable;
+
+    #[test]
+    fn control_characters_are_escaped_but_lines_stay() {
+        assert_eq!(
+            printable("a\x1b]52;c;ZXZpbA==\x07b\n\tc\x1b[2J\r"),
+            "a\\u{1b}]52;c;ZXZpbA==\\u{7}b\n\tc\\u{1b}[2J\\r"
+        );
+        assert_eq!(printable("plain é ✓"), "plain é ✓");
     }
 }

@@ -42,8 +42,18 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         // A bare number like "90" is ambiguous; make the unit explicit.
         return Err(bad());
     }
+    if total > MAX_DURATION.as_secs() {
+        return Err(format!(
+            "duration \"{s}\" is too long (at most {})",
+            format_duration(MAX_DURATION)
+        ));
+    }
     Ok(Duration::from_secs(total))
 }
+
+/// The longest duration anything takes from outside (budgets, extensions,
+/// timeouts): a year, far beyond any attempt, far below any overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 
 /// Formats whole seconds the way `parse_duration` reads them: "1h30m", "45s",
 /// "2h", "0s". Sub-second parts are dropped.

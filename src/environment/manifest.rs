@@ -135,6 +135,11 @@ pub struct Scoring {
     /// Workspace-relative paths the participant must not change.
     #[serde(default)]
     pub protected: Vec<String>,
+    /// Variables of the server's environment the scorer's own process gets
+    /// (judge keys and the like); nothing else of the operator's reaches it,
+    /// and participant code it runs gets none of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pass_env: Vec<String>,
 }
 
 fn default_transform() -> String {

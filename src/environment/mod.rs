@@ -259,6 +259,7 @@ impl Environment {
             aggregate,
             visible: base.visible,
             protected: base.protected.clone(),
+            pass_env: base.pass_env.clone(),
             env: overrides.map(|p| p.env.clone()).unwrap_or_default(),
         })
     }
@@ -282,6 +283,10 @@ pub struct ScoringPlan {
     pub protected: Vec<String>,
     /// The profile's extra environment variables for the scorer.
     pub env: BTreeMap<String, String>,
+    /// Names of the server's variables the scorer's process gets
+    /// (`[scoring] pass_env`); sessions made before it existed have none.
+    #[serde(default)]
+    pub pass_env: Vec<String>,
 }
 
 impl ScoringPlan {

@@ -68,8 +68,12 @@ impl Report {
     }
 }
 
+/// The longest environment id (it names folders and appears in every table).
+const MAX_ID_LEN: usize = 64;
+
 fn is_valid_id(s: &str) -> bool {
     !s.is_empty()
+        && s.len() <= MAX_ID_LEN
         && s.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
@@ -79,8 +83,8 @@ fn check_manifest(dir: &Path, m: &Manifest, report: &mut Report) {
         report.add(
             "id",
             format!(
-                "invalid id \"{}\" (use lowercase letters, digits and '-')",
-                m.id
+                "invalid id \"{}\" (use 1 to {MAX_ID_LEN} lowercase letters, digits and '-')",
+                m.id.chars().take(80).collect::<String>()
             ),
         );
     }
@@ -136,6 +140,14 @@ fn check_env_path(dir: &Path, field: &str, rel: &str, want_dir: bool, report: &m
             field,
             format!("\"{rel}\" must be relative to the environment folder"),
         );
+        return false;
+    }
+    // Inside the folder: a workspace of "../../.." would copy the host.
+    if Path::new(rel)
+        .components()
+        .any(|c| matches!(c, Component::ParentDir))
+    {
+        report.add(field, format!("\"{rel}\" must not contain \"..\""));
         return false;
     }
     let full = dir.join(rel);
@@ -203,6 +215,14 @@ fn check_scoring(dir: &Path, m: &Manifest, workspace_ok: bool, report: &mut Repo
     } else if s.command[0].trim().is_empty() {
         report.add("scoring.command[0]", "program name must not be empty");
     }
+    for (i, arg) in s.command.iter().enumerate() {
+        if arg.contains('\0') {
+            report.add(
+                &format!("scoring.command[{i}]"),
+                "must not contain a NUL byte",
+            );
+        }
+    }
     check_duration("scoring.timeout", &s.timeout, report);
     if s.metric.name.trim().is_empty() {
         report.add("scoring.metric.name", "must not be empty");
@@ -213,6 +233,20 @@ fn check_scoring(dir: &Path, m: &Manifest, workspace_ok: bool, report: &mut Repo
     match s.transform.parse::<Transform>() {
         Ok(t) => check_endpoints(&t, "scoring", s.starting, s.reference, (true, true), report),
         Err(e) => report.add("scoring.transform", e),
+    }
+    for (i, name) in s.pass_env.iter().enumerate() {
+        let field = format!("scoring.pass_env[{i}]");
+        let well_formed = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !well_formed {
+            report.add(
+                &field,
+                format!("{name:?} is not a variable name (letters, digits, _)"),
+            );
+        }
     }
     for (i, rel) in s.protected.iter().enumerate() {
         let field = format!("scoring.protected[{i}]");
@@ -434,7 +468,7 @@ mod tests {
     fn bad_ids() {
         assert_one(
             &edit("id = \"demo\"", "id = \"Demo_1\""),
-            "id: invalid id \"Demo_1\" (use lowercase letters, digits and '-')",
+            "id: invalid id \"Demo_1\" (use 1 to 64 lowercase letters, digits and '-')",
         );
         assert_one(
             &edit("[profiles.smoke]", "[profiles.Smoke]"),
@@ -589,6 +623,37 @@ mod tests {
         assert_one(
             &edit("default_profile = \"full\"", "default_profile = \"fast\""),
             "default_profile: profile \"fast\" is not defined in [profiles] (known: full, smoke)",
+        );
+    }
+
+    #[test]
+    fn paths_ids_and_commands_from_outside_are_bounded() {
+        assert_one(
+            &edit("workspace = \"workspace\"", "workspace = \"../../..\""),
+            "workspace: \"../../..\" must not contain \"..\"",
+        );
+        let long = "a".repeat(100_000);
+        let found = problems(&edit("id = \"demo\"", &format!("id = \"{long}\"")));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].starts_with("id: invalid id"), "{found:?}");
+        assert!(found[0].len() < 200, "the message quotes a bounded part");
+        assert_one(
+            &edit(
+                "\"{env}/scorer/score.py\"",
+                "\"{env}/scorer/score.py\\u0000\"",
+            ),
+            "scoring.command[1]: must not contain a NUL byte",
+        );
+    }
+
+    #[test]
+    fn pass_env_names() {
+        assert_one(
+            &edit(
+                "protected = [\"score.py\"]",
+                "protected = [\"score.py\"]\npass_env = [\"OK_KEY\", \"A=B\"]",
+            ),
+            "scoring.pass_env[1]: \"A=B\" is not a variable name (letters, digits, _)",
         );
     }
 

@@ -143,6 +143,11 @@ pub struct SessionView {
     /// (an isolated jail, docs/sandbox.md); empty from an older server.
     #[serde(default)]
     pub isolation: String,
+    /// What pausing freezes and ending kills by: `cgroup` (nothing can
+    /// leave it), `pidns` (the jail's pid namespace) or `marker` (an
+    /// environment variable a process can drop); empty from an older server.
+    #[serde(default)]
+    pub containment: String,
     /// Omitted in `sessions` listings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scores: Option<Vec<ScoreView>>,
@@ -228,6 +233,7 @@ impl SessionView {
             last_activity_at: None,
             scoring_since: None,
             isolation: String::new(),
+            containment: String::new(),
             scores: with_scores.then(|| {
                 state
                     .scores

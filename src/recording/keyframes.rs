@@ -130,16 +130,28 @@ impl TrackScreen {
     }
 }
 
+/// The largest screen a recording may ask for: a file that says 65535×65535
+/// would otherwise take gigabytes per keyframe. Larger sizes are cut to it.
+pub const MAX_COLS: u16 = 1000;
+pub const MAX_ROWS: u16 = 500;
+
+/// `(rows, cols)` for vt100, within 1..=MAX.
+fn screen_size(cols: u16, rows: u16) -> (u16, u16) {
+    (rows.clamp(1, MAX_ROWS), cols.clamp(1, MAX_COLS))
+}
+
 fn new_parser(track: &Track) -> vt100::Parser {
+    let (rows, cols) = screen_size(track.cols, track.rows);
     // No scrollback: the player shows the recorded screen, as asciinema does.
-    vt100::Parser::new(track.rows.max(1), track.cols.max(1), 0)
+    vt100::Parser::new(rows, cols, 0)
 }
 
 fn apply(parser: &mut vt100::Parser, event: &TermEvent) {
     match &event.kind {
         TermKind::Output(data) => parser.process(data),
         TermKind::Resize { cols, rows } => {
-            parser.screen_mut().set_size((*rows).max(1), (*cols).max(1))
+            let (rows, cols) = screen_size(*cols, *rows);
+            parser.screen_mut().set_size(rows, cols)
         }
         TermKind::Input(_) | TermKind::Exit(_) => {}
     }
@@ -306,5 +318,24 @@ mod tests {
             tracker.feed(bytes);
             assert_eq!(tracker.at_rest(), rest, "after {bytes:?}");
         }
+    }
+
+    #[test]
+    fn a_recording_cannot_ask_for_a_giant_screen() {
+        let mut track = Track::new(None, "huge", 65535, 65535);
+        track.events.push(TermEvent {
+            t: 1,
+            kind: TermKind::Resize {
+                cols: 65535,
+                rows: 65535,
+            },
+        });
+        track.events.push(TermEvent {
+            t: 2,
+            kind: TermKind::Output(b"hi".to_vec()),
+        });
+        let screen = screen_at(&track, 2);
+        assert_eq!(screen.size(), (MAX_ROWS, MAX_COLS));
+        assert!(screen.contents().starts_with("hi"));
     }
 }

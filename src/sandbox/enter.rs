@@ -1,28 +1,95 @@
-//! `rebench sandbox-enter`: joins a session jail's namespaces (user, mount,
-//! pid) and runs a command there, as a child whose exit it passes on. Every
-//! shell and command of an isolated session starts this way, so they all
-//! share one pid namespace (they see each other, background jobs outlive
-//! the command that started them) and one view of the filesystem.
+//! `rebench sandbox-enter`: how every process of a session starts. It
+//! joins the session's cgroup (when it has one), scrubs its environment to
+//! the allowlist (`environ`: what the server set for the session stays, the
+//! operator's variables and a scorer's go), and then either runs the
+//! command in its place or, for an isolated session, joins the jail's
+//! namespaces (user, mount, pid) and runs it there as a child whose exit it
+//! passes on. So all of an isolated session's processes share one pid
+//! namespace (they see each other, background jobs outlive the command that
+//! started them) and one view of the filesystem.
 //!
 //! It must run before any thread is started: joining a user namespace
 //! requires a single-threaded process.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
-/// Joins the namespaces of `target` (the jail's init, a host pid), moves to
-/// `cwd` and runs `argv`; returns the exit code to exit with. A child killed
-/// by a signal makes this process die of the same signal.
-pub fn enter_and_run(target: i32, cwd: &Path, argv: &[OsString]) -> anyhow::Result<i32> {
-    let Some((program, args)) = argv.split_first() else {
+use super::environ;
+
+/// What `rebench sandbox-enter` was asked to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launch {
+    /// The jail's init (a host pid) whose namespaces to join; None: no jail.
+    pub target: Option<i32>,
+    /// The cgroup folder to join first.
+    pub cgroup: Option<PathBuf>,
+    pub cwd: PathBuf,
+    /// `KEY=VALUE` set after the scrub.
+    pub env: Vec<OsString>,
+    pub argv: Vec<OsString>,
+}
+
+/// Runs `launch`; returns the exit code to exit with (only in a jail: else
+/// the command replaces this process). A child killed by a signal makes
+/// this process die of the same signal.
+pub fn launch(launch: &Launch) -> anyhow::Result<i32> {
+    let Some((program, args)) = launch.argv.split_first() else {
         bail!("sandbox-enter needs a command");
     };
+    // Fail closed: a process that cannot be contained does not run.
+    if let Some(cgroup) = &launch.cgroup {
+        let procs = cgroup.join("cgroup.procs");
+        std::fs::write(&procs, "0")
+            .with_context(|| format!("joining the session's cgroup ({})", procs.display()))?;
+    }
+    let mut command = std::process::Command::new(program);
+    command
+        .args(args)
+        .env_clear()
+        .envs(scrubbed_env(&launch.env)?);
+    match launch.target {
+        None => {
+            command.current_dir(&launch.cwd);
+            let err = command.exec();
+            bail!("starting {}: {err}", program.to_string_lossy())
+        }
+        Some(target) => enter_jail(target, &launch.cwd, command),
+    }
+}
+
+/// This process's allowlisted variables, then `extra` (`KEY=VALUE`).
+fn scrubbed_env(extra: &[OsString]) -> anyhow::Result<Vec<(OsString, OsString)>> {
+    let mut vars: Vec<(OsString, OsString)> = std::env::vars_os()
+        .filter(|(name, _)| name.to_str().is_some_and(environ::is_kept_by_launcher))
+        .collect();
+    for pair in extra {
+        let bytes = pair.as_encoded_bytes();
+        let Some(eq) = bytes.iter().position(|b| *b == b'=').filter(|&i| i > 0) else {
+            bail!("--env {}: expected KEY=VALUE", pair.to_string_lossy());
+        };
+        let (name, value) = (&bytes[..eq], &bytes[eq + 1..]);
+        // SAFETY: both halves are split at an ASCII '=' of an OsStr's bytes.
+        let (name, value) = unsafe {
+            (
+                OsStr::from_encoded_bytes_unchecked(name).to_os_string(),
+                OsStr::from_encoded_bytes_unchecked(value).to_os_string(),
+            )
+        };
+        vars.retain(|(n, _)| *n != name);
+        vars.push((name, value));
+    }
+    Ok(vars)
+}
+
+/// Joins the namespaces of `target` (the jail's init, a host pid), moves to
+/// `cwd` and runs `command` there as a child; returns its exit code.
+fn enter_jail(target: i32, cwd: &Path, mut command: std::process::Command) -> anyhow::Result<i32> {
     // Opened before any setns: /proc changes meaning once the mount
     // namespace does.
     let open = |kind: &str| -> anyhow::Result<File> {
@@ -53,14 +120,31 @@ pub fn enter_and_run(target: i32, cwd: &Path, argv: &[OsString]) -> anyhow::Resu
     std::env::set_current_dir(cwd)
         .with_context(|| format!("changing to {} inside the jail", cwd.display()))?;
     // The pid namespace applies to children only: the command is one.
-    let status = std::process::Command::new(program)
-        .args(args)
+    let program = command.get_program().to_string_lossy().into_owned();
+    let status = command
         .status()
-        .with_context(|| format!("starting {} inside the jail", program.to_string_lossy()))?;
+        .with_context(|| format!("starting {program} inside the jail"))?;
     if let Some(signal) = status.signal() {
         die_of(signal);
     }
     Ok(status.code().unwrap_or(1))
+}
+
+/// The argv prefix that starts a command through `rebench sandbox-enter`.
+pub fn prefix(exe: &Path, launch_opts: &Launch) -> Vec<String> {
+    let mut argv = vec![exe.display().to_string(), "sandbox-enter".to_string()];
+    if let Some(target) = launch_opts.target {
+        argv.extend(["--target".to_string(), target.to_string()]);
+    }
+    if let Some(cgroup) = &launch_opts.cgroup {
+        argv.extend(["--cgroup".to_string(), cgroup.display().to_string()]);
+    }
+    argv.extend(["--cwd".to_string(), launch_opts.cwd.display().to_string()]);
+    for pair in &launch_opts.env {
+        argv.extend(["--env".to_string(), pair.to_string_lossy().into_owned()]);
+    }
+    argv.push("--".to_string());
+    argv
 }
 
 /// The highest capability number this kernel knows.
@@ -132,4 +216,61 @@ fn die_of(signal: i32) -> ! {
         libc::raise(signal);
     }
     std::process::exit(128 + signal)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prefix_names_every_option() {
+        let launch = Launch {
+            target: Some(77),
+            cgroup: Some(PathBuf::from("/sys/fs/cgroup/rebench/x/s")),
+            cwd: PathBuf::from("/ws"),
+            env: vec![OsString::from("REBENCH_SANDBOX=t")],
+            argv: Vec::new(),
+        };
+        assert_eq!(
+            prefix(Path::new("/bin/rebench"), &launch),
+            [
+                "/bin/rebench",
+                "sandbox-enter",
+                "--target",
+                "77",
+                "--cgroup",
+                "/sys/fs/cgroup/rebench/x/s",
+                "--cwd",
+                "/ws",
+                "--env",
+                "REBENCH_SANDBOX=t",
+                "--"
+            ]
+        );
+        let plain = Launch {
+            target: None,
+            cgroup: None,
+            ..launch
+        };
+        assert_eq!(
+            prefix(Path::new("/r"), &plain),
+            [
+                "/r",
+                "sandbox-enter",
+                "--cwd",
+                "/ws",
+                "--env",
+                "REBENCH_SANDBOX=t",
+                "--"
+            ]
+        );
+    }
+
+    #[test]
+    fn extra_variables_must_be_key_value() {
+        assert!(scrubbed_env(&[OsString::from("NOEQUALS")]).is_err());
+        assert!(scrubbed_env(&[OsString::from("=x")]).is_err());
+        let vars = scrubbed_env(&[OsString::from("A_B=c=d")]).unwrap();
+        assert!(vars.contains(&(OsString::from("A_B"), OsString::from("c=d"))));
+    }
 }

@@ -27,8 +27,9 @@ pub struct ExecSpec {
     pub cwd: PathBuf,
     /// Added on top of the inherited environment.
     pub env: Vec<(String, String)>,
-    /// Removed from the inherited environment first (see `secrets`).
-    pub env_remove: Vec<String>,
+    /// Start from an empty environment instead of the inherited one (session
+    /// processes always do: see `environ`); `env` is then all there is.
+    pub env_clear: bool,
     /// Run `bash -c command` through this argv (a session's jail, see
     /// `jail`); empty: directly.
     pub prefix: Vec<String>,
@@ -134,8 +135,8 @@ fn build_command(shell: &str, spec: &ExecSpec) -> Command {
         None => Command::new(shell),
     };
     command.arg("-c").arg(&spec.command).current_dir(&spec.cwd);
-    for name in &spec.env_remove {
-        command.env_remove(name);
+    if spec.env_clear {
+        command.env_clear();
     }
     command
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
@@ -237,7 +238,7 @@ mod tests {
             command: "true".into(),
             cwd: PathBuf::from("/"),
             env: Vec::new(),
-            env_remove: Vec::new(),
+            env_clear: false,
             prefix: Vec::new(),
             timeout: Duration::from_secs(1),
             output_limit: 1,

@@ -17,6 +17,7 @@ use std::process::{Child, Command, Stdio};
 use anyhow::{Context, bail};
 
 use super::SessionMarker;
+use super::cgroup::Cgroup;
 use super::sys::signal_process;
 
 /// The environment variable that turns isolation on for a server.
@@ -78,8 +79,16 @@ impl Jail {
     /// Starts the jail and waits until it is set up; its init (`sleep
     /// infinity` after a readiness line, carrying the session
     /// marker so that pausing and ending a session reach it) keeps the
-    /// namespaces alive until `stop`.
-    pub fn start(bwrap: &Path, layout: &Layout, marker: &SessionMarker) -> anyhow::Result<Jail> {
+    /// namespaces alive until `stop`. bwrap starts in `cgroup` (so does all
+    /// that runs in the jail) and from a scrubbed environment: the init is
+    /// visible inside, and its `/proc/1/environ` must hold nothing of the
+    /// operator's.
+    pub fn start(
+        bwrap: &Path,
+        layout: &Layout,
+        marker: &SessionMarker,
+        cgroup: Option<&Cgroup>,
+    ) -> anyhow::Result<Jail> {
         std::fs::create_dir_all(&layout.tmp)
             .with_context(|| format!("creating {}", layout.tmp.display()))?;
         let (mut info_read, info_write) = std::io::pipe().context("creating a pipe for bwrap")?;
@@ -113,15 +122,34 @@ impl Jail {
         command
             .args(["--info-fd", &fd.to_string(), "--", "sh", "-c"])
             .arg("echo ready && exec sleep infinity")
+            .env_clear()
+            .envs(super::environ::passed_from_here())
             .env(&marker.key, &marker.value)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        // Opened here: pre_exec may not allocate.
+        let cgroup_procs = match cgroup {
+            Some(group) => Some(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(group.procs_file())
+                    .with_context(|| format!("opening {}", group.procs_file().display()))?,
+            ),
+            None => None,
+        };
+        let procs_fd = cgroup_procs.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
         // SAFETY: pre_exec runs between fork and exec; it only clears the
-        // close-on-exec flag of the pipe's write end, open in the child.
+        // close-on-exec flag of the pipe's write end, open in the child, and
+        // writes "0" (this process) to the cgroup's procs file, opened above.
         unsafe {
             std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
                 if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if let Some(procs) = procs_fd
+                    && libc::write(procs, b"0".as_ptr().cast(), 1) != 1
+                {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
@@ -132,6 +160,7 @@ impl Jail {
             .with_context(|| format!("starting {}", bwrap.display()))?;
         // Our copies must go, or the read below never sees EOF on failure.
         drop(command);
+        drop(cgroup_procs);
         drop(info_write);
         let mut info = String::new();
         let read = info_read.read_to_string(&mut info);
@@ -159,12 +188,6 @@ impl Jail {
         self.init_pid
     }
 
-    /// The argv prefix that runs a command inside the jail, in `cwd`:
-    /// `enter_exe sandbox-enter --target PID --cwd CWD --`.
-    pub fn prefix(&self, enter_exe: &Path, cwd: &Path) -> Vec<String> {
-        enter_prefix(enter_exe, self.init_pid, cwd)
-    }
-
     /// Whether the jail still runs (its init may have been killed).
     pub fn is_running(&mut self) -> bool {
         matches!(self.bwrap.try_wait(), Ok(None))
@@ -182,18 +205,6 @@ impl Drop for Jail {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-fn enter_prefix(enter_exe: &Path, init_pid: i32, cwd: &Path) -> Vec<String> {
-    vec![
-        enter_exe.display().to_string(),
-        "sandbox-enter".to_string(),
-        "--target".to_string(),
-        init_pid.to_string(),
-        "--cwd".to_string(),
-        cwd.display().to_string(),
-        "--".to_string(),
-    ]
 }
 
 /// The GPU device nodes under `dev`: NVIDIA's (`nvidia0`, `nvidiactl`,
@@ -261,21 +272,5 @@ mod tests {
             .collect();
         assert_eq!(names, ["dri", "nvidia-uvm", "nvidia0", "nvidiactl"]);
         assert!(gpu_device_nodes(&dev.path().join("missing")).is_empty());
-    }
-
-    #[test]
-    fn commands_are_prefixed_with_sandbox_enter() {
-        assert_eq!(
-            enter_prefix(Path::new("/bin/rebench"), 77, Path::new("/ws")),
-            [
-                "/bin/rebench",
-                "sandbox-enter",
-                "--target",
-                "77",
-                "--cwd",
-                "/ws",
-                "--"
-            ]
-        );
     }
 }

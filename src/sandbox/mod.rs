@@ -5,12 +5,13 @@
 //! (`setsid`, `nohup`, `disown`), so scanning `/proc` for the marker finds them
 //! all, which is what makes pausing and ending a session airtight.
 
+pub mod cgroup;
 pub mod enter;
+pub mod environ;
 pub mod exec;
 pub mod jail;
 pub mod procs;
 pub mod pty;
-pub mod secrets;
 
 mod capture;
 mod procfs;

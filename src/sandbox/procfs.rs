@@ -68,6 +68,13 @@ pub(crate) fn own_exe_identity() -> Option<(u64, u64)> {
     Some((meta.dev(), meta.ino()))
 }
 
+/// The identity (device, inode) of the pid namespace `pid` is in.
+pub(crate) fn pid_namespace(pid: i32) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(proc_path(pid, "ns/pid")).ok()?;
+    Some((meta.dev(), meta.ino()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,6 +18,40 @@ const STOP_SETTLE: Duration = Duration::from_millis(200);
 const KILL_DEADLINE: Duration = Duration::from_secs(2);
 const POLL_INTERVAL: Duration = Duration::from_millis(5);
 
+/// How a session's processes are found when it has no cgroup.
+#[derive(Debug, Clone)]
+pub enum Members {
+    /// Every process carrying the marker (one that drops it escapes).
+    Marker(SessionMarker),
+    /// Every process in the pid namespace of this jail init (none can leave).
+    PidNamespace { init_pid: i32 },
+}
+
+impl Members {
+    pub fn pids(&self) -> Vec<i32> {
+        match self {
+            Members::Marker(marker) => session_pids(marker),
+            Members::PidNamespace { init_pid } => pid_namespace_pids(*init_pid),
+        }
+    }
+}
+
+/// Every live process in the pid namespace of `init_pid` (none when it is gone).
+pub fn pid_namespace_pids(init_pid: i32) -> Vec<i32> {
+    let Some(ns) = procfs::pid_namespace(init_pid) else {
+        return Vec::new();
+    };
+    let me = std::process::id() as i32;
+    let mut pids: Vec<i32> = procfs::all_pids()
+        .into_iter()
+        .filter(|pid| *pid != me)
+        .filter(|pid| procfs::pid_namespace(*pid) == Some(ns))
+        .filter(|pid| !matches!(procfs::state(*pid), None | Some('Z' | 'X')))
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
 /// Every live process carrying exactly `key=value` in its environment,
 /// except ourselves and zombies.
 pub fn session_pids(marker: &SessionMarker) -> Vec<i32> {
@@ -58,6 +92,11 @@ pub struct FreezeReport {
 /// every other marked process except task clients, sweeping until a sweep
 /// finds nothing new.
 pub fn freeze(marker: &SessionMarker, roots: &[i32]) -> FreezeReport {
+    freeze_members(&Members::Marker(marker.clone()), roots)
+}
+
+/// `freeze`, for the processes `members` finds.
+pub fn freeze_members(members: &Members, roots: &[i32]) -> FreezeReport {
     let mut frozen: Vec<i32> = Vec::new();
     let mut seen: HashSet<i32> = HashSet::new();
 
@@ -66,7 +105,8 @@ pub fn freeze(marker: &SessionMarker, roots: &[i32]) -> FreezeReport {
     frozen.extend(stopped_roots);
 
     for _ in 0..MAX_FREEZE_SWEEPS {
-        let candidates = session_pids(marker)
+        let candidates = members
+            .pids()
             .into_iter()
             .filter(|pid| !seen.contains(pid))
             .collect::<Vec<_>>();
@@ -98,7 +138,12 @@ pub fn freeze(marker: &SessionMarker, roots: &[i32]) -> FreezeReport {
 /// interactive bash never observes its foreground job as stopped (it would
 /// move the job to the background).
 pub fn thaw(marker: &SessionMarker, roots: &[i32]) {
-    for pid in session_pids(marker) {
+    thaw_members(&Members::Marker(marker.clone()), roots)
+}
+
+/// `thaw`, for the processes `members` finds.
+pub fn thaw_members(members: &Members, roots: &[i32]) {
+    for pid in members.pids() {
         if !roots.contains(&pid) {
             signal_process(pid, libc::SIGCONT);
         }
@@ -112,10 +157,15 @@ pub fn thaw(marker: &SessionMarker, roots: &[i32]) {
 /// repeats until none is left or about 2 s passed. Returns how many distinct
 /// processes were signalled.
 pub fn kill_all(marker: &SessionMarker) -> usize {
+    kill_members(&Members::Marker(marker.clone()))
+}
+
+/// `kill_all`, for the processes `members` finds.
+pub fn kill_members(members: &Members) -> usize {
     let mut signalled: HashSet<i32> = HashSet::new();
     let deadline = Instant::now() + KILL_DEADLINE;
     loop {
-        let pids = session_pids(marker);
+        let pids = members.pids();
         if pids.is_empty() {
             break;
         }

@@ -16,8 +16,9 @@ pub struct ShellSpec {
     pub cwd: PathBuf,
     /// Added on top of the inherited environment (the caller sets TERM here).
     pub env: Vec<(String, String)>,
-    /// Removed from the inherited environment first (see `secrets`).
-    pub env_remove: Vec<String>,
+    /// Start from an empty environment instead of the inherited one (session
+    /// processes always do: see `environ`); `env` is then all there is.
+    pub env_clear: bool,
     pub cols: u16,
     pub rows: u16,
 }
@@ -58,8 +59,8 @@ impl PtyShell {
         let mut command = CommandBuilder::new(&spec.program);
         command.args(&spec.args);
         command.cwd(&spec.cwd);
-        for name in &spec.env_remove {
-            command.env_remove(name);
+        if spec.env_clear {
+            command.env_clear();
         }
         for (key, value) in &spec.env {
             command.env(key, value);

@@ -15,9 +15,14 @@ const TOKENS: [(&str, f64); 3] = [
 ];
 
 /// Parses `text`, turning non-finite tokens into sentinel strings (see [`non_finite`]).
+/// A number too large for a float (`1e400`) is read as ±Infinity, as
+/// Python reads it, so that it is "not finite" rather than "malformed".
 pub(crate) fn parse(text: &str) -> Result<Value, serde_json::Error> {
     if !TOKENS.iter().any(|(token, _)| text.contains(token)) {
-        return serde_json::from_str(text);
+        match serde_json::from_str(text) {
+            Err(e) if e.to_string().starts_with("number out of range") => {}
+            other => return other,
+        }
     }
     serde_json::from_str(&replace_bare_tokens(text))
 }
@@ -65,6 +70,23 @@ fn replace_bare_tokens(text: &str) -> String {
         } else if c == '"' {
             in_string = true;
         } else if !previous.is_some_and(is_word_char) {
+            let number_len = rest
+                .find(|c: char| !(c.is_ascii_digit() || "+-.eE".contains(c)))
+                .unwrap_or(rest.len());
+            if number_len > 0
+                && let Ok(number) = rest[..number_len].parse::<f64>()
+                && number.is_infinite()
+            {
+                let token = if number < 0.0 {
+                    "-Infinity"
+                } else {
+                    "Infinity"
+                };
+                out.push_str(&format!("\"\\u0000rebench-nonfinite:{token}\""));
+                previous = Some('0');
+                rest = &rest[number_len..];
+                continue 'scan;
+            }
             for (token, _) in TOKENS {
                 let after = rest.strip_prefix(token);
                 if let Some(after) = after.filter(|after| !after.starts_with(is_word_char)) {
@@ -91,6 +113,15 @@ fn is_word_char(c: char) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn numbers_beyond_a_float_are_infinite_not_malformed() {
+        let value = parse(r#"{"raw": 1e400, "b": -2E+999, "c": 1.5, "d": "1e400"}"#).unwrap();
+        assert_eq!(non_finite(&value["raw"]), Some(f64::INFINITY));
+        assert_eq!(non_finite(&value["b"]), Some(f64::NEG_INFINITY));
+        assert_eq!(value["c"], json!(1.5));
+        assert_eq!(value["d"], json!("1e400"));
+    }
 
     #[test]
     fn standard_json_is_untouched() {

@@ -30,6 +30,37 @@ pub fn hash_files(workspace: &Path, paths: &[String]) -> Result<BTreeMap<String,
 /// Checks every recorded file still has its hash; the error names each
 /// changed, missing or unreadable file.
 pub fn check_files(workspace: &Path, recorded: &BTreeMap<String, String>) -> Result<(), String> {
+    check(workspace, recorded).map_err(|refusal| match refusal {
+        Refusal::Participant(m) | Refusal::Infrastructure(m) => m,
+    })
+}
+
+/// Why a scoring run cannot go ahead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The workspace's fault: recorded as an invalid entry.
+    Participant(String),
+    /// The machine's (out of descriptors, memory…): nothing is recorded.
+    Infrastructure(String),
+}
+
+/// `check_files`, telling a changed workspace from a machine that could not read it.
+pub fn check(workspace: &Path, recorded: &BTreeMap<String, String>) -> Result<(), Refusal> {
+    for path in recorded.keys() {
+        if let Ok(full_path) = resolve(workspace, path)
+            && let Err(error) = hash_file(&full_path)
+            && super::io_text::is_exhaustion(&error)
+        {
+            return Err(Refusal::Infrastructure(format!(
+                "could not read protected file {path}: {}",
+                describe_io_error(&error)
+            )));
+        }
+    }
+    check_participant(workspace, recorded).map_err(Refusal::Participant)
+}
+
+fn check_participant(workspace: &Path, recorded: &BTreeMap<String, String>) -> Result<(), String> {
     let mut changed = Vec::new();
     let mut missing = Vec::new();
     let mut unreadable = Vec::new();

@@ -32,8 +32,12 @@ pub struct ScorerInvocation {
     pub cwd: PathBuf,
     /// Added to the inherited environment (REBENCH_WORKSPACE, REBENCH_PROFILE, ...).
     pub env: Vec<(String, String)>,
-    /// Removed from the inherited environment (before `env` is added).
-    pub env_remove: Vec<String>,
+    /// Start from an empty environment instead of the inherited one (the
+    /// server's scorers do: see `sandbox::environ`); `env` is then all there is.
+    pub env_clear: bool,
+    /// The `cgroup.procs` file of the cgroup the scorer starts in (so does
+    /// everything it starts, whatever it does to its process group).
+    pub cgroup: Option<PathBuf>,
     pub timeout: Duration,
     /// Bytes of combined stdout+stderr kept in [`ScorerOutcome::output`].
     pub output_limit: usize,
@@ -54,6 +58,11 @@ pub struct ScorerOutcome {
     pub output: String,
     pub exit_code: Option<i32>,
     pub duration_ms: u64,
+    /// Set when the run failed for the machine's reasons (the scorer could
+    /// not start: no descriptors, processes or memory): not the
+    /// participant's result, and not to be recorded as one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infrastructure: Option<String>,
 }
 
 /// Runs the scorer to completion or timeout. Never panics, never errors.
@@ -61,20 +70,35 @@ pub async fn run_scorer(inv: &ScorerInvocation) -> ScorerOutcome {
     let started = Instant::now();
     let run = match spawn(inv) {
         Ok(child) => supervise(child, inv).await,
-        Err(reason) => FinishedRun::not_started(reason, inv.output_limit),
+        Err((reason, exhausted)) => {
+            let mut run = FinishedRun::not_started(reason.clone(), inv.output_limit);
+            run.infrastructure = exhausted.then_some(reason);
+            run
+        }
     };
     run.into_outcome(started.elapsed())
 }
 
-fn spawn(inv: &ScorerInvocation) -> Result<Child, String> {
+/// Err: why it could not start, and whether the machine is to blame.
+fn spawn(inv: &ScorerInvocation) -> Result<Child, (String, bool)> {
+    spawn_inner(inv).map_err(|(reason, error)| {
+        let exhausted = error.as_ref().is_some_and(super::io_text::is_exhaustion);
+        (reason, exhausted)
+    })
+}
+
+fn spawn_inner(inv: &ScorerInvocation) -> Result<Child, (String, Option<std::io::Error>)> {
     let Some(program) = inv.argv.first() else {
-        return Err("scorer could not start: empty command".into());
+        return Err(("scorer could not start: empty command".into(), None));
     };
     // Otherwise a missing workspace surfaces as ENOENT blamed on the program.
     if !inv.cwd.is_dir() {
-        return Err(format!(
-            "scorer could not start: working directory {} does not exist",
-            inv.cwd.display()
+        return Err((
+            format!(
+                "scorer could not start: working directory {} does not exist",
+                inv.cwd.display()
+            ),
+            None,
         ));
     }
     let mut command = Command::new(program);
@@ -87,14 +111,47 @@ fn spawn(inv: &ScorerInvocation) -> Result<Child, String> {
         // Own group, so a timeout can kill everything the scorer started.
         .process_group(0)
         .kill_on_drop(true);
-    for name in &inv.env_remove {
-        command.env_remove(name);
+    if inv.env_clear {
+        command.env_clear();
     }
     command.envs(inv.env.iter().map(|(name, value)| (name, value)));
+    // Opened here: pre_exec may not allocate. Kept until the spawn is done.
+    let _procs = match &inv.cgroup {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| {
+                    let reason =
+                        format!("scorer could not start: its cgroup {}: {e}", path.display());
+                    // Never the participant's doing.
+                    (
+                        reason,
+                        Some(std::io::Error::from_raw_os_error(libc::EAGAIN)),
+                    )
+                })?;
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+            // SAFETY: between fork and exec, only write(2) of one byte
+            // from a static buffer to an fd that is open in the child.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            Some(file)
+        }
+        None => None,
+    };
     command.spawn().map_err(|error| {
-        format!(
-            "scorer could not start: {program}: {}",
-            describe_io_error(&error)
+        (
+            format!(
+                "scorer could not start: {program}: {}",
+                describe_io_error(&error)
+            ),
+            Some(error),
         )
     })
 }
@@ -112,6 +169,7 @@ struct FinishedRun {
     ending: Ending,
     output: BoundedOutput,
     last_line: LastLineTracker,
+    infrastructure: Option<String>,
 }
 
 impl FinishedRun {
@@ -120,6 +178,7 @@ impl FinishedRun {
             ending: Ending::Failed(reason),
             output: BoundedOutput::new(output_limit),
             last_line: LastLineTracker::default(),
+            infrastructure: None,
         }
     }
 }
@@ -189,6 +248,7 @@ async fn supervise(mut child: Child, inv: &ScorerInvocation) -> FinishedRun {
         ending,
         output,
         last_line,
+        infrastructure: None,
     }
 }
 
@@ -249,6 +309,7 @@ impl FinishedRun {
             output: self.output.into_text(),
             exit_code,
             duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            infrastructure: self.infrastructure,
         }
     }
 }

@@ -4,17 +4,131 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::session::EndReason;
-use crate::session::EventKind;
 use crate::session::budget::{BudgetDue, due, ms_until_due};
+use crate::session::{EventKind, PauseReason, Phase};
 
-use super::host::Host;
+use super::host::{Host, StoreFault};
 use super::hub::{Hub, SYSTEM};
 
 /// Longest sleep between checks even when nothing is due (guards against a missed wake).
 const MAX_SLEEP: Duration = Duration::from_secs(30);
+/// How often a session that could not record tries again.
+const STORE_RETRY: Duration = Duration::from_secs(2);
+
+/// Pauses a running session while the disk is almost full and resumes it
+/// when there is room again (only a pause the server made for that). True
+/// while the session waits for room.
+async fn follow_disk_space(hub: &Arc<Hub>, host: &Arc<Host>) -> bool {
+    use std::sync::atomic::Ordering;
+    let low = hub.store.low_space();
+    let phase = host.live.lock().await.state.phase();
+    match low {
+        Some(free) if phase == Phase::Running => {
+            let note = format!(
+                "the disk holding the data dir is almost full ({} MiB free); the session paused itself until there is room",
+                free / (1024 * 1024)
+            );
+            let actor = super::hub::Actor {
+                name: SYSTEM.into(),
+                audience: crate::protocol::Audience::Admin,
+            };
+            match hub
+                .pause(host.id(), PauseReason::TechnicalIssue, Some(note), &actor)
+                .await
+            {
+                Ok(_) => host.disk_paused.store(true, Ordering::Release),
+                Err(e) => {
+                    tracing::error!(session = %host.id(), "could not pause for the full disk: {e}")
+                }
+            }
+            true
+        }
+        Some(_) => host.disk_paused.load(Ordering::Acquire),
+        None if host.disk_paused.swap(false, Ordering::AcqRel) && phase == Phase::Paused => {
+            let ours = host
+                .live
+                .lock()
+                .await
+                .state
+                .open_pause()
+                .is_some_and(|p| p.reason == PauseReason::TechnicalIssue && p.by == SYSTEM);
+            if ours {
+                let actor = super::hub::Actor {
+                    name: SYSTEM.into(),
+                    audience: crate::protocol::Audience::Admin,
+                };
+                if let Err(e) = hub.resume(host.id(), &actor).await {
+                    tracing::error!(session = %host.id(), "could not resume after the disk had room again: {e}");
+                }
+            }
+            false
+        }
+        None => false,
+    }
+}
+
+/// A session whose events could not be saved (its clock already stopped):
+/// its processes are frozen, and once the store takes writes again its pause
+/// goes on record (`technical_issue`, from where the clock stopped) and it
+/// resumes. True once it has.
+async fn recover_from_store_fault(hub: &Arc<Hub>, host: &Arc<Host>, fault: &StoreFault) -> bool {
+    hub.freeze(host).await;
+    let mut live = host.live.lock().await;
+    if live.state.phase() != crate::session::Phase::Running {
+        host.clear_store_fault();
+        return true;
+    }
+    let note = format!(
+        "the session could not be recorded ({}); it paused itself until it could",
+        fault.message
+    );
+    let paused = host
+        .append_at(
+            &mut live,
+            EventKind::Paused {
+                reason: PauseReason::TechnicalIssue,
+                by: SYSTEM.into(),
+                note: Some(note),
+            },
+            fault.active_ms,
+        )
+        .await;
+    if paused.is_err() {
+        return false;
+    }
+    tracing::warn!(session = %host.id(), "the store takes writes again: the pause is on record");
+    let resumed = host
+        .append_at(
+            &mut live,
+            EventKind::Resumed { by: SYSTEM.into() },
+            fault.active_ms,
+        )
+        .await;
+    host.clear_store_fault();
+    if resumed.is_ok() {
+        host.set_clock_running(&live, true);
+        drop(live);
+        hub.thaw(host).await;
+    }
+    true
+}
 
 pub async fn run_timer(hub: Arc<Hub>, host: Arc<Host>) {
     loop {
+        if let Some(fault) = host.store_fault() {
+            if recover_from_store_fault(&hub, &host, &fault).await {
+                continue;
+            }
+            tokio::time::sleep(STORE_RETRY).await;
+            continue;
+        }
+        if follow_disk_space(&hub, &host).await {
+            tokio::select! {
+                _ = tokio::time::sleep(STORE_RETRY) => {}
+                _ = host.wake.notified() => {}
+            }
+            continue;
+        }
         let sleep_ms = {
             let mut live = host.live.lock().await;
             if live.state.end_reason.is_some() {

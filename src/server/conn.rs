@@ -38,6 +38,13 @@ enum Role {
 const RECORDING_PAGE: u32 = 500;
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
+/// How long a new connection may take to say hello.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// Connections one session token may hold at once (a workspace UI, a few
+/// in-shell clients, an agent: far fewer).
+pub const MAX_CONNECTIONS_PER_TOKEN: usize = 64;
+/// Shells one session may have open at once.
+pub const MAX_SHELLS_PER_SESSION: usize = 32;
 
 struct Conn {
     id: u64,
@@ -47,6 +54,8 @@ struct Conn {
     actor: Actor,
     /// Event forwarders of `subscribe`, stopped when the connection ends.
     subscriptions: Vec<tokio::task::JoinHandle<()>>,
+    /// The session whose connection count this connection holds (participants).
+    claimed: Option<Arc<super::host::Host>>,
 }
 
 pub async fn serve_connection(hub: Arc<Hub>, stream: UnixStream, door: Door) {
@@ -77,12 +86,31 @@ pub async fn serve_connection(hub: Arc<Hub>, stream: UnixStream, door: Door) {
             audience: Audience::Participant,
         },
         subscriptions: Vec::new(),
+        claimed: None,
     };
     let mut reader = BufReader::new(read_half);
     let mut buf = Vec::new();
     loop {
         buf.clear();
-        match read_bounded_line(&mut reader, &mut buf).await {
+        // Until hello, a silent peer only holds a descriptor: not for long.
+        let read = if conn.role.is_none() {
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, read_bounded_line(&mut reader, &mut buf))
+                .await
+            {
+                Ok(read) => read,
+                Err(_) => {
+                    conn.send_error(
+                        None,
+                        ErrorCode::NotAuthenticated,
+                        format!("no hello within {}s", HANDSHAKE_TIMEOUT.as_secs()),
+                    );
+                    break;
+                }
+            }
+        } else {
+            read_bounded_line(&mut reader, &mut buf).await
+        };
+        match read {
             Ok(LineRead::Eof) => break,
             Ok(LineRead::TooLong) => {
                 conn.send_error(
@@ -240,6 +268,14 @@ impl Conn {
         token: Option<&str>,
         door: Door,
     ) -> bool {
+        if self.role.is_some() {
+            self.send_error(
+                Some(id),
+                ErrorCode::BadRequest,
+                "this connection has already said hello".into(),
+            );
+            return true;
+        }
         if version != PROTOCOL_VERSION {
             self.send_error(
                 Some(id),
@@ -250,7 +286,23 @@ impl Conn {
         }
         let role = match (token, door) {
             (Some(token), _) => match self.hub.session_for_token(token) {
-                Some(session) => Role::Participant { session },
+                Some(session) => {
+                    let Ok(host) = self.hub.host(&session) else {
+                        return false;
+                    };
+                    if !host.claim_connection(MAX_CONNECTIONS_PER_TOKEN) {
+                        self.send_error(
+                            Some(id),
+                            ErrorCode::Refused,
+                            format!(
+                                "this session already has {MAX_CONNECTIONS_PER_TOKEN} connections open; close some"
+                            ),
+                        );
+                        return false;
+                    }
+                    self.claimed = Some(host);
+                    Role::Participant { session }
+                }
                 None => {
                     self.send_error(
                         Some(id),
@@ -436,6 +488,9 @@ impl Conn {
     }
 
     fn cleanup(&self) {
+        if let Some(host) = &self.claimed {
+            host.release_connection();
+        }
         for forwarder in &self.subscriptions {
             forwarder.abort();
         }
@@ -642,6 +697,15 @@ async fn open_shell(
             return Err(OpError::state(format!("session {session} has ended")));
         }
     }
+    let open = host.shells_guard().values().filter(|s| s.alive()).count();
+    if open >= MAX_SHELLS_PER_SESSION {
+        return Err(OpError::new(
+            ErrorCode::Refused,
+            format!(
+                "this session already has {open} shells open (at most {MAX_SHELLS_PER_SESSION}); close one first"
+            ),
+        ));
+    }
     let (program, args) = shell_command(&hub.rc_file);
     let (program, args) = hub.session_command(&host, &program, &args, &host.meta.workspace)?;
     let spec = ShellSpec {
@@ -649,7 +713,7 @@ async fn open_shell(
         args,
         cwd: host.meta.workspace.clone(),
         env: hub.session_env(&host),
-        env_remove: hub.withheld.clone(),
+        env_clear: true,
         cols,
         rows,
     };

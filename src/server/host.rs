@@ -12,6 +12,7 @@ use tokio::sync::{Mutex as AsyncMutex, MutexGuard, Notify, broadcast, mpsc};
 use crate::environment::Environment;
 use crate::protocol::{Audience, ErrorCode, SessionView};
 use crate::sandbox::SessionMarker;
+use crate::sandbox::cgroup::{Cgroup, CgroupRoot};
 use crate::session::{Event, EventKind, LiveClock, MonotonicClock, SessionMeta, SessionState};
 use crate::store::Store;
 
@@ -47,6 +48,15 @@ impl std::fmt::Display for OpError {
 
 pub type OpResult<T> = Result<T, OpError>;
 
+/// A running session's clock stopped because its events could not be saved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreFault {
+    /// Where the clock stopped.
+    pub active_ms: u64,
+    /// What the store said.
+    pub message: String,
+}
+
 /// The session's state and clock; locked for every change, so events are
 /// appended in order and the clock always agrees with the log.
 pub struct Live {
@@ -78,6 +88,18 @@ pub struct Host {
     /// The session's jail, when the server isolates sessions; started with
     /// the first shell or command, stopped when the session ends.
     pub jail: Mutex<Option<crate::sandbox::jail::Jail>>,
+    /// Set when the session could not record while it ran (a full disk):
+    /// its clock stopped there, and the budget timer pauses it on record
+    /// as soon as the store takes writes again (see `budget::run_timer`).
+    store_fault: Mutex<Option<StoreFault>>,
+    /// Paused by the server because the disk ran low (resumed when it is not).
+    pub disk_paused: std::sync::atomic::AtomicBool,
+    /// Participant connections open with this session's token.
+    connections: std::sync::atomic::AtomicUsize,
+    /// The session's cgroup, where the machine lets the server make one.
+    pub cgroup: Option<Cgroup>,
+    /// Where `rebench task` clients wait out a freeze (see `Hub::freeze`).
+    pub clients_cgroup: Option<Cgroup>,
 }
 
 impl Host {
@@ -88,7 +110,23 @@ impl Host {
         clock: Arc<dyn MonotonicClock>,
         events: broadcast::Sender<(String, Event)>,
         isolation: &'static str,
+        cgroups: Option<&CgroupRoot>,
     ) -> (Arc<Host>, mpsc::UnboundedReceiver<ShellEnded>) {
+        let group = |name: String| {
+            cgroups.and_then(|root| match root.group(&name) {
+                Ok(group) => Some(group),
+                Err(e) => {
+                    tracing::warn!(session = %meta.id, "no cgroup for the session: {e:#}");
+                    None
+                }
+            })
+        };
+        // Ended sessions run nothing: no group for them.
+        let live_session = state.phase() != crate::session::Phase::Ended;
+        let cgroup = live_session.then(|| group(meta.id.clone())).flatten();
+        let clients_cgroup = cgroup
+            .as_ref()
+            .and_then(|_| group(format!("{}.clients", meta.id)));
         let next_shell = store
             .recorded_shells(&meta.id)
             .ok()
@@ -112,6 +150,11 @@ impl Host {
             shell_exits: exit_tx,
             isolation,
             jail: Mutex::new(None),
+            connections: std::sync::atomic::AtomicUsize::new(0),
+            store_fault: Mutex::new(None),
+            disk_paused: std::sync::atomic::AtomicBool::new(false),
+            cgroup,
+            clients_cgroup,
         });
         (host, exit_rx)
     }
@@ -122,6 +165,62 @@ impl Host {
 
     pub fn jail_guard(&self) -> std::sync::MutexGuard<'_, Option<crate::sandbox::jail::Jail>> {
         self.jail.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A running session that cannot record stops its clock at once (the
+    /// participant can do nothing useful, and must not lose budget); the
+    /// budget timer records the pause when it can.
+    pub fn note_store_fault(&self, live: &MutexGuard<'_, Live>, message: &str) {
+        if live.state.phase() != crate::session::Phase::Running {
+            return;
+        }
+        let mut fault = self.store_fault.lock().unwrap_or_else(|e| e.into_inner());
+        if fault.is_none() {
+            let active_ms = self.set_clock_running(live, false);
+            tracing::error!(session = %self.meta.id, active_ms, "cannot record ({message}): the clock stopped");
+            *fault = Some(StoreFault {
+                active_ms,
+                message: message.to_string(),
+            });
+            self.wake.notify_one();
+        }
+    }
+
+    /// The store fault this session waits out, if any.
+    pub fn store_fault(&self) -> Option<StoreFault> {
+        self.store_fault
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn clear_store_fault(&self) {
+        *self.store_fault.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// Counts a participant connection in; false (nothing counted) when
+    /// `limit` are already open.
+    pub fn claim_connection(&self, limit: usize) -> bool {
+        self.connections
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    pub fn release_connection(&self) {
+        let _ = self
+            .connections
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+
+    /// What pausing freezes and ending kills by (see `SessionView::containment`).
+    pub fn containment(&self) -> &'static str {
+        match (&self.cgroup, self.isolation) {
+            (Some(_), _) => "cgroup",
+            (None, "bwrap") => "pidns",
+            (None, _) => "marker",
+        }
     }
 
     pub fn marker(&self) -> SessionMarker {
@@ -183,10 +282,10 @@ impl Host {
             active_ms,
             kind,
         };
-        self.store
-            .append(&self.meta.id, &event)
-            .await
-            .map_err(|e| OpError::internal(format!("could not save the event: {e}")))?;
+        if let Err(e) = self.store.append(&self.meta.id, &event).await {
+            self.note_store_fault(live, &e.to_string());
+            return Err(OpError::internal(format!("could not save the event: {e}")));
+        }
         live.state.apply(&event);
         let _ = self.events.send((self.meta.id.clone(), event.clone()));
         self.wake.notify_one();
@@ -223,6 +322,7 @@ impl Host {
         view.last_activity_at = *self.last_activity.lock().unwrap_or_else(|e| e.into_inner());
         view.scoring_since = *self.scoring_since.lock().unwrap_or_else(|e| e.into_inner());
         view.isolation = self.isolation.to_string();
+        view.containment = self.containment().to_string();
         view
     }
 

@@ -11,9 +11,11 @@ use tokio::sync::broadcast;
 use crate::environment::{Environment, files, hardware, prepare};
 use crate::paths::DataPaths;
 use crate::protocol::{Audience, CreateSession, ErrorCode, ExecReply, ScoreView, SessionView};
+use crate::sandbox::cgroup::CgroupRoot;
+use crate::sandbox::enter::{Launch, prefix as launcher_prefix};
 use crate::sandbox::exec::{ExecSpec, exec};
 use crate::sandbox::jail::{Isolation, Jail, Layout};
-use crate::sandbox::procs;
+use crate::sandbox::procs::{self, Members};
 use crate::scoring::protected;
 use crate::session::event::ExecRecord;
 use crate::session::ids::{is_valid_session_id, new_secret, new_session_id};
@@ -24,7 +26,7 @@ use crate::session::{
 use crate::store::Store;
 
 use super::host::{Host, OpError, OpResult};
-use super::scoring::take_score;
+use super::scoring::{ScorerContainment, scoring_group_name, scoring_marker, take_score};
 use super::shells::ShellEnded;
 
 /// Who asks: shown as `by` in the event log.
@@ -42,6 +44,12 @@ const EXEC_MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 const EXEC_OUTPUT_LIMIT: usize = 1024 * 1024;
 /// Exec output kept in the event log (the reply carries up to EXEC_OUTPUT_LIMIT).
 const EXEC_LOG_LIMIT: usize = 64 * 1024;
+/// How long in-shell `rebench task` clients keep running after a pause, to
+/// get their reply; then they are frozen too.
+const TASK_CLIENT_GRACE: Duration = Duration::from_secs(2);
+/// Tries at a starting or final score the machine could not run.
+const SCORER_ATTEMPTS: u32 = 3;
+const SCORER_RETRY_DELAY: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone)]
 pub struct ScoringStarted {
@@ -64,11 +72,10 @@ pub struct Hub {
     exe: Option<PathBuf>,
     /// Its folder (put on the shells' PATH).
     pub bin_dir: Option<PathBuf>,
-    /// The server's variables session processes do not inherit (see
-    /// `sandbox::secrets`); the server's environment does not change.
-    pub withheld: Vec<String>,
     /// How session processes run: directly, or each session in its jail.
     pub isolation: Isolation,
+    /// Where sessions' cgroups are made; None where the machine allows none.
+    pub cgroups: Option<CgroupRoot>,
     pub shutdown: tokio::sync::Notify,
 }
 
@@ -86,6 +93,17 @@ impl Hub {
         let bin_dir = exe
             .as_ref()
             .and_then(|p| p.parent().map(|d| d.to_path_buf()));
+        let cgroups = {
+            let namespace = crate::sandbox::cgroup::namespace_for(&paths.root);
+            let found = CgroupRoot::detect(&namespace);
+            match &found {
+                Some(root) => tracing::info!(?root, "sessions are contained by cgroups"),
+                None => tracing::warn!(
+                    "no usable cgroup hierarchy: sessions are contained by their jail's pid namespace or their marker"
+                ),
+            }
+            found
+        };
         Arc::new(Hub {
             store,
             clock,
@@ -96,7 +114,7 @@ impl Hub {
             rc_file,
             exe,
             bin_dir,
-            withheld: crate::sandbox::secrets::withheld_from_here(),
+            cgroups,
             isolation,
             shutdown: tokio::sync::Notify::new(),
         })
@@ -147,6 +165,7 @@ impl Hub {
             self.clock.clone(),
             self.events.clone(),
             self.isolation.name(),
+            self.cgroups.as_ref(),
         );
         self.hosts().insert(host.meta.id.clone(), host.clone());
         tokio::spawn(super::budget::run_timer(self.clone(), host.clone()));
@@ -199,13 +218,16 @@ impl Hub {
                 }
             })?;
         let budget_ms = match req.budget_s {
-            Some(0) => {
+            Some(s) if s == 0 || s > crate::environment::duration::MAX_DURATION.as_secs() => {
                 return Err(OpError::new(
                     ErrorCode::BadRequest,
-                    "the budget must be more than 0 seconds",
+                    format!(
+                        "the budget must be more than 0 seconds and at most {} seconds",
+                        crate::environment::duration::MAX_DURATION.as_secs()
+                    ),
                 ));
             }
-            Some(s) => s.saturating_mul(1000),
+            Some(s) => s * 1000,
             None => env.default_budget().as_millis() as u64,
         };
         let id = self.fresh_id()?;
@@ -296,11 +318,9 @@ impl Hub {
                 .await?;
             }
         }
-        self.announce_scoring(host, ScorePhase::Starting, SYSTEM);
-        let mark = host.scoring_mark();
-        let jail = self.scorer_jail(host);
-        let entry = take_score(&host.meta, ScorePhase::Starting, SYSTEM, 0, jail).await;
-        drop(mark);
+        let entry = self
+            .run_scorer_until_done(host, ScorePhase::Starting, 0)
+            .await;
         let mut live = host.live.lock().await;
         host.append(
             &mut live,
@@ -389,8 +409,12 @@ impl Hub {
                 )
                 .await;
             if let Err(e) = paused {
-                // Not on record, so not paused: the clock goes on.
-                host.set_clock_running(&live, true);
+                // Not on record, so not paused: the clock goes on, unless
+                // the store failed (then the clock stays stopped until the
+                // session's pause is on record: see `Host::note_store_fault`).
+                if host.store_fault().is_none() {
+                    host.set_clock_running(&live, true);
+                }
                 return Err(e);
             }
             self.freeze(&host).await;
@@ -448,10 +472,13 @@ impl Hub {
         by: &Actor,
     ) -> OpResult<SessionView> {
         let host = self.host(id)?;
-        if by_s == 0 {
+        if by_s == 0 || by_s > crate::environment::duration::MAX_DURATION.as_secs() {
             return Err(OpError::new(
                 ErrorCode::BadRequest,
-                "an extension must be more than 0 seconds",
+                format!(
+                    "an extension must be more than 0 seconds and at most {} seconds",
+                    crate::environment::duration::MAX_DURATION.as_secs()
+                ),
             ));
         }
         if reason.trim().is_empty() {
@@ -465,10 +492,23 @@ impl Hub {
             if live.state.phase() == Phase::Ended {
                 return Err(OpError::state(format!("session {id} has ended")));
             }
+            if live
+                .state
+                .budget_ms
+                .checked_add(by_s * 1000)
+                .is_none_or(|total| {
+                    total > 10 * crate::environment::duration::MAX_DURATION.as_millis() as u64
+                })
+            {
+                return Err(OpError::new(
+                    ErrorCode::BadRequest,
+                    "this extension would make the budget longer than ten years; refused",
+                ));
+            }
             host.append(
                 &mut live,
                 EventKind::Extended {
-                    by_ms: by_s.saturating_mul(1000),
+                    by_ms: by_s * 1000,
                     reason,
                     by: by.name.clone(),
                 },
@@ -552,18 +592,20 @@ impl Hub {
             }
             host.active_ms()
         };
-        self.announce_scoring(&host, ScorePhase::Intermediate, &by.name);
-        let mark = host.scoring_mark();
-        let jail = self.scorer_jail(&host);
-        let entry = take_score(
-            &host.meta,
-            ScorePhase::Intermediate,
-            &by.name,
-            requested_active_ms,
-            jail,
-        )
-        .await;
-        drop(mark);
+        let entry = self
+            .run_scorer(
+                &host,
+                ScorePhase::Intermediate,
+                &by.name,
+                requested_active_ms,
+            )
+            .await
+            .map_err(|reason| {
+                tracing::error!(session = %id, "scoring failed on the server's side: {reason}");
+                OpError::internal(format!(
+                    "the server could not run the scorer ({reason}); nothing was recorded, try again"
+                ))
+            })?;
         let mut live = host.live.lock().await;
         host.append(
             &mut live,
@@ -583,6 +625,90 @@ impl Hub {
             host.meta.scoring.visible,
             by.audience,
         ))
+    }
+
+    /// One scoring run: announced, marked in progress, contained in a
+    /// cgroup of its own (else a marker of its own), and everything it
+    /// started killed when it ends, participant code included.
+    async fn run_scorer(
+        &self,
+        host: &Arc<Host>,
+        phase: ScorePhase,
+        by: &str,
+        requested_active_ms: u64,
+    ) -> Result<crate::session::ScoreEntry, String> {
+        self.announce_scoring(host, phase, by);
+        let mark = host.scoring_mark();
+        let group = self.cgroups.as_ref().and_then(|root| {
+            root.group(&scoring_group_name(host.id()))
+                .map_err(|e| tracing::warn!(session = %host.id(), "no cgroup for the scoring run: {e:#}"))
+                .ok()
+        });
+        let containment = ScorerContainment {
+            cgroup: group.clone(),
+            marker: scoring_marker(host),
+        };
+        let jail = self.scorer_jail(host);
+        let entry = take_score(
+            &host.meta,
+            phase,
+            by,
+            requested_active_ms,
+            jail,
+            &containment,
+        )
+        .await;
+        let marker = containment.marker;
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Some(group) = group {
+                group.remove();
+            }
+            procs::kill_all(&marker);
+        })
+        .await;
+        drop(mark);
+        entry
+    }
+
+    /// A starting or final score, which must be taken: a run the machine
+    /// could not make is tried again a few times; if it still cannot, the
+    /// entry is invalid and says the server, not the workspace, failed.
+    async fn run_scorer_until_done(
+        &self,
+        host: &Arc<Host>,
+        phase: ScorePhase,
+        requested_active_ms: u64,
+    ) -> crate::session::ScoreEntry {
+        let mut last = String::new();
+        for attempt in 0..SCORER_ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(SCORER_RETRY_DELAY).await;
+            }
+            match self
+                .run_scorer(host, phase, SYSTEM, requested_active_ms)
+                .await
+            {
+                Ok(entry) => return entry,
+                Err(reason) => {
+                    tracing::error!(session = %host.id(), attempt, "scoring failed on the server's side: {reason}");
+                    last = reason;
+                }
+            }
+        }
+        crate::session::ScoreEntry {
+            phase,
+            requested_by: SYSTEM.into(),
+            requested_active_ms,
+            valid: false,
+            raw: None,
+            normalized: None,
+            message: format!("not scored: the server could not run the scorer ({last})"),
+            scorer_message: serde_json::Value::Null,
+            details: serde_json::Value::Null,
+            output: String::new(),
+            exit_code: None,
+            duration_ms: 0,
+        }
     }
 
     fn announce_scoring(&self, host: &Host, phase: ScorePhase, by: &str) {
@@ -676,11 +802,9 @@ impl Hub {
         }
         if final_score {
             let active = host.live.lock().await.state.active_ms;
-            self.announce_scoring(host, ScorePhase::Final, SYSTEM);
-            let mark = host.scoring_mark();
-            let jail = self.scorer_jail(host);
-            let entry = take_score(&host.meta, ScorePhase::Final, SYSTEM, active, jail).await;
-            drop(mark);
+            let entry = self
+                .run_scorer_until_done(host, ScorePhase::Final, active)
+                .await;
             let mut live = host.live.lock().await;
             host.append_at(
                 &mut live,
@@ -720,16 +844,60 @@ impl Hub {
         self.thaw(host).await;
     }
 
+    /// Stops every process of the session: its cgroup frozen where it has
+    /// one (in-shell `rebench task` clients wait in a group of their own for
+    /// a short grace, so that `pause` typed in a shell gets its reply), else
+    /// SIGSTOP for what its jail's pid namespace or its marker finds.
     pub async fn freeze(&self, host: &Arc<Host>) {
-        let marker = host.marker();
         let roots = host.shell_pids();
-        let _ = tokio::task::spawn_blocking(move || procs::freeze(&marker, &roots)).await;
+        let cgroups = (host.cgroup.clone(), host.clients_cgroup.clone());
+        let members = self.members(host);
+        let _ = tokio::task::spawn_blocking(move || match cgroups {
+            (Some(session), clients) => {
+                if let Some(clients) = &clients {
+                    for pid in session
+                        .pids()
+                        .into_iter()
+                        .filter(|p| procs::is_task_client(*p))
+                    {
+                        let _ = clients.add(pid);
+                    }
+                }
+                if let Err(e) = session.freeze() {
+                    tracing::error!("{e:#}; freezing by signal instead");
+                    procs::freeze_members(&members, &roots);
+                }
+            }
+            (None, _) => {
+                procs::freeze_members(&members, &roots);
+            }
+        })
+        .await;
+        if let Some(clients) = host.clients_cgroup.clone() {
+            let host = host.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(TASK_CLIENT_GRACE).await;
+                if !host.clock_runs() {
+                    let _ = tokio::task::spawn_blocking(move || clients.freeze()).await;
+                }
+            });
+        }
     }
 
     pub async fn thaw(&self, host: &Arc<Host>) {
-        let marker = host.marker();
         let roots = host.shell_pids();
-        let _ = tokio::task::spawn_blocking(move || procs::thaw(&marker, &roots)).await;
+        let cgroups = [host.clients_cgroup.clone(), host.cgroup.clone()];
+        let members = self.members(host);
+        let _ = tokio::task::spawn_blocking(move || {
+            for group in cgroups.iter().flatten() {
+                if let Err(e) = group.thaw() {
+                    tracing::error!("thawing: {e:#}");
+                }
+            }
+            // Also what a fallback freeze (or an older server) stopped by signal.
+            procs::thaw_members(&members, &roots);
+        })
+        .await;
     }
 
     pub async fn kill_everything(&self, host: &Arc<Host>) {
@@ -737,16 +905,35 @@ impl Hub {
         for shell in &shells {
             shell.kill();
         }
+        let cgroups = [host.cgroup.clone(), host.clients_cgroup.clone()];
         // Everything in the jail dies with its init, marked or not.
         if let Some(mut jail) = host.jail_guard().take() {
             jail.stop();
         }
         let marker = host.marker();
-        let _ = tokio::task::spawn_blocking(move || procs::kill_all(&marker)).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            for group in cgroups.iter().flatten() {
+                group.remove();
+            }
+            procs::kill_all(&marker)
+        })
+        .await;
     }
 
-    /// How to start `program args` in `cwd` for this session: as is, or,
-    /// when sessions are isolated, through its jail (started if need be).
+    /// How the session's processes are found without a cgroup: its jail's
+    /// pid namespace, else its marker.
+    fn members(&self, host: &Host) -> Members {
+        match host.jail_guard().as_ref() {
+            Some(jail) => Members::PidNamespace {
+                init_pid: jail.init_pid(),
+            },
+            None => Members::Marker(host.marker()),
+        }
+    }
+
+    /// How to start `program args` in `cwd` as a process of this session:
+    /// through `rebench sandbox-enter`, into its cgroup and, when sessions
+    /// are isolated, its jail (started if need be).
     pub fn session_command(
         &self,
         host: &Host,
@@ -754,28 +941,50 @@ impl Hub {
         args: &[String],
         cwd: &Path,
     ) -> OpResult<(String, Vec<String>)> {
-        let prefix = self.jail_prefix(host, cwd)?;
-        match prefix.split_first() {
-            None => Ok((program.to_string(), args.to_vec())),
-            Some((enter, rest)) => {
-                let mut wrapped = rest.to_vec();
-                wrapped.push(program.to_string());
-                wrapped.extend(args.iter().cloned());
-                Ok((enter.clone(), wrapped))
-            }
-        }
+        let prefix = self.launcher(host, cwd, true)?;
+        let mut argv = prefix.into_iter();
+        let enter = argv
+            .next()
+            .ok_or_else(|| OpError::internal("empty launcher"))?;
+        let mut wrapped: Vec<String> = argv.collect();
+        wrapped.push(program.to_string());
+        wrapped.extend(args.iter().cloned());
+        Ok((enter, wrapped))
     }
 
-    /// The argv that runs a command inside the session's jail in `cwd`
-    /// (`rebench sandbox-enter ... --`); empty without isolation.
-    fn jail_prefix(&self, host: &Host, cwd: &Path) -> OpResult<Vec<String>> {
-        let Isolation::Bwrap(bwrap) = &self.isolation else {
-            return Ok(Vec::new());
-        };
+    /// The argv prefix that starts a session process in `cwd`: `rebench
+    /// sandbox-enter`, with the session's cgroup when `join_cgroup` (a
+    /// scorer's participant code stays in the scoring run's group) and its
+    /// jail when sessions are isolated.
+    fn launcher(&self, host: &Host, cwd: &Path, join_cgroup: bool) -> OpResult<Vec<String>> {
         let exe = self
             .exe
             .as_ref()
             .ok_or_else(|| OpError::internal("cannot find the rebench binary"))?;
+        let target = self.jail_target(host)?;
+        let cgroup = host
+            .cgroup
+            .as_ref()
+            .filter(|_| join_cgroup)
+            .map(|g| g.path().to_path_buf());
+        Ok(launcher_prefix(
+            exe,
+            &Launch {
+                target,
+                cgroup,
+                cwd: cwd.to_path_buf(),
+                env: Vec::new(),
+                argv: Vec::new(),
+            },
+        ))
+    }
+
+    /// The host pid of the session's jail init (started if need be); None
+    /// without isolation.
+    fn jail_target(&self, host: &Host) -> OpResult<Option<i32>> {
+        let Isolation::Bwrap(bwrap) = &self.isolation else {
+            return Ok(None);
+        };
         let mut slot = host.jail_guard();
         let mut current = slot.take();
         if current.as_mut().is_some_and(|jail| !jail.is_running()) {
@@ -785,23 +994,30 @@ impl Hub {
         let jail = match current {
             Some(jail) => jail,
             None => {
-                let jail =
-                    Jail::start(bwrap, &self.jail_layout(host), &host.marker()).map_err(|e| {
-                        OpError::internal(format!("could not start the session's jail: {e:#}"))
-                    })?;
+                let jail = Jail::start(
+                    bwrap,
+                    &self.jail_layout(host),
+                    &host.marker(),
+                    host.cgroup.as_ref(),
+                )
+                .map_err(|e| {
+                    OpError::internal(format!("could not start the session's jail: {e:#}"))
+                })?;
                 tracing::info!(session = %host.meta.id, init = jail.init_pid(), "session jail started");
                 jail
             }
         };
-        let prefix = jail.prefix(exe, cwd);
+        let target = jail.init_pid();
         *slot = Some(jail);
-        Ok(prefix)
+        Ok(Some(target))
     }
 
-    /// The jail prefix for the session's scorer (REBENCH_JAIL): inside the
-    /// workspace; empty without isolation.
+    /// What the session's scorer gets as REBENCH_JAIL: the prefix that runs
+    /// participant code as a session process would (scrubbed environment,
+    /// the jail when isolated), in the workspace, inside the scoring run's
+    /// cgroup.
     fn scorer_jail(&self, host: &Host) -> Result<Vec<String>, String> {
-        self.jail_prefix(host, &host.meta.workspace)
+        self.launcher(host, &host.meta.workspace, false)
             .map_err(|e| e.message)
     }
 
@@ -809,6 +1025,10 @@ impl Hub {
     fn jail_layout(&self, host: &Host) -> Layout {
         let mut hidden = vec![self.paths.root.clone(), host.meta.env_dir.clone()];
         hidden.extend(crate::environment::discovery::search_path(&self.paths.root));
+        // An environment folder in a git checkout is also in its history
+        // (`git show HEAD:environments/x/reference/…`): hide that too.
+        let histories: Vec<PathBuf> = hidden.iter().filter_map(|p| git_dir_above(p)).collect();
+        hidden.extend(histories);
         if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
             hidden.extend(OPERATOR_PRIVATE.iter().map(|p| home.join(p)));
         }
@@ -825,8 +1045,9 @@ impl Hub {
         }
     }
 
-    /// The environment of a session's shells and commands, on top of the
-    /// server's own minus `withheld`.
+    /// The whole environment of a session's shells and commands: the
+    /// server's allowlisted variables (`sandbox::environ`), then the
+    /// session's own.
     pub fn session_env(&self, host: &Host) -> Vec<(String, String)> {
         let mut path =
             std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
@@ -851,7 +1072,7 @@ impl Hub {
             ],
             Isolation::None => &[],
         };
-        vec![
+        let own: Vec<(String, String)> = vec![
             (
                 "REBENCH_SOCKET".into(),
                 self.paths.participant_socket().display().to_string(),
@@ -866,7 +1087,13 @@ impl Hub {
         .into_iter()
         .chain(venv)
         .chain(caches.iter().map(|(k, v)| (k.to_string(), v.to_string())))
-        .collect()
+        .collect();
+        let mut env: Vec<(String, String)> = crate::sandbox::environ::passed_from_here()
+            .into_iter()
+            .filter(|(name, _)| !own.iter().any(|(k, _)| k == name))
+            .collect();
+        env.extend(own);
+        env
     }
 
     // ----- agents ---------------------------------------------------------
@@ -885,11 +1112,17 @@ impl Hub {
         }
         let timeout = match timeout_s {
             None => EXEC_DEFAULT_TIMEOUT,
-            Some(t) if t.is_finite() && t > 0.0 => Duration::from_secs_f64(t).min(EXEC_MAX_TIMEOUT),
+            // Compared before converting: a huge value must not panic.
+            Some(t) if t.is_finite() && t > 0.0 && t <= EXEC_MAX_TIMEOUT.as_secs_f64() => {
+                Duration::from_secs_f64(t)
+            }
             Some(t) => {
                 return Err(OpError::new(
                     ErrorCode::BadRequest,
-                    format!("timeout_s must be a positive number of seconds, not {t}"),
+                    format!(
+                        "timeout_s must be more than 0 and at most {} seconds, not {t}",
+                        EXEC_MAX_TIMEOUT.as_secs()
+                    ),
                 ));
             }
         };
@@ -898,6 +1131,21 @@ impl Hub {
             Some(c) if std::path::Path::new(c).is_absolute() => PathBuf::from(c),
             Some(c) => host.meta.workspace.join(c),
         };
+        // Commands run in the workspace: no way out by `..` or another root.
+        let inside = workdir.starts_with(&host.meta.workspace)
+            && !workdir
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir));
+        if !inside {
+            return Err(OpError::new(
+                ErrorCode::BadRequest,
+                format!(
+                    "cwd {:?} is outside the session's workspace {}",
+                    cwd.unwrap_or_default(),
+                    host.meta.workspace.display()
+                ),
+            ));
+        }
         {
             let live = host.live.lock().await;
             if live.state.phase() != Phase::Running {
@@ -912,8 +1160,8 @@ impl Hub {
             command: command.clone(),
             cwd: workdir.clone(),
             env: self.session_env(&host),
-            env_remove: self.withheld.clone(),
-            prefix: self.jail_prefix(&host, &workdir)?,
+            env_clear: true,
+            prefix: self.launcher(&host, &workdir, true)?,
             timeout,
             output_limit: EXEC_OUTPUT_LIMIT,
             stdin: None,
@@ -938,8 +1186,17 @@ impl Hub {
         };
         {
             let mut live = host.live.lock().await;
+            // The command ran: if the log cannot take it, say so plainly.
             host.append(&mut live, EventKind::Exec(Box::new(record)))
-                .await?;
+                .await
+                .map_err(|e| {
+                    OpError::internal(format!(
+                        "the command ran (exit {}), but it is NOT in the session's record: {e}",
+                        result
+                            .exit_code
+                            .map_or_else(|| "by signal".to_string(), |c| c.to_string())
+                    ))
+                })?;
         }
         Ok(ExecReply {
             exit_code: result.exit_code,
@@ -982,6 +1239,13 @@ async fn watch_shell_exits(
         })
         .await;
     }
+}
+
+/// The `.git` of the repository `path` is in, if any.
+fn git_dir_above(path: &Path) -> Option<PathBuf> {
+    path.ancestors()
+        .map(|dir| dir.join(".git"))
+        .find(|git| git.exists())
 }
 
 /// Folders and files under the operator's home that a jail hides: keys,

@@ -59,12 +59,24 @@ pub async fn serve_with_clock(
 
     let admin = bind(&paths.socket())?;
     let participant = bind(&paths.participant_socket())?;
-    tracing::info!(data_dir = %paths.root.display(), "server listening");
+    let descriptors = raise_descriptor_limit();
+    // Participants get what is left after a reserve for the operator's
+    // connections, shells, scorers and the store, so that no number of
+    // participant connections can starve those.
+    let participant_cap = descriptors
+        .saturating_sub(DESCRIPTOR_RESERVE)
+        .clamp(16, 8192) as usize;
+    tracing::info!(data_dir = %paths.root.display(), descriptors, participant_cap, "server listening");
 
-    tokio::spawn(accept_loop(hub.clone(), admin, Door::Admin));
-    tokio::spawn(accept_loop(hub.clone(), participant, Door::Participant));
+    tokio::spawn(accept_loop(hub.clone(), admin, Door::Admin, usize::MAX));
+    tokio::spawn(accept_loop(
+        hub.clone(),
+        participant,
+        Door::Participant,
+        participant_cap,
+    ));
     tokio::spawn(heartbeats(hub.clone()));
-    tokio::spawn(flush_recordings(store.clone()));
+    tokio::spawn(flush_recordings(hub.clone()));
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
@@ -114,11 +126,67 @@ fn bind(path: &std::path::Path) -> anyhow::Result<UnixListener> {
     Ok(listener)
 }
 
-async fn accept_loop(hub: Arc<hub::Hub>, listener: UnixListener, door: Door) {
+/// Descriptors kept back from participant connections.
+const DESCRIPTOR_RESERVE: u64 = 512;
+
+/// Raises the soft limit on open descriptors to the hard one; returns the
+/// limit in force.
+fn raise_descriptor_limit() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid resource and a pointer to a
+    // live rlimit struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 1024;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit = raised;
+            }
+        }
+    }
+    limit.rlim_cur
+}
+
+/// Accepts connections, at most `cap` at once: one past it is told so and closed.
+async fn accept_loop(hub: Arc<hub::Hub>, listener: UnixListener, door: Door, cap: usize) {
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     loop {
         match listener.accept().await {
-            Ok((stream, _)) => {
-                tokio::spawn(conn::serve_connection(hub.clone(), stream, door));
+            Ok((mut stream, _)) => {
+                use std::sync::atomic::Ordering;
+                if open.fetch_add(1, Ordering::AcqRel) >= cap {
+                    open.fetch_sub(1, Ordering::AcqRel);
+                    tokio::spawn(async move {
+                        use tokio::io::AsyncWriteExt;
+                        let refusal = crate::protocol::ServerLine::Error {
+                            id: None,
+                            code: crate::protocol::ErrorCode::Refused,
+                            message: format!(
+                                "the server has {cap} connections open on this socket; try again later"
+                            ),
+                        };
+                        let mut line = serde_json::to_vec(&refusal).unwrap_or_default();
+                        line.push(b'\n');
+                        let _ =
+                            tokio::time::timeout(Duration::from_secs(1), stream.write_all(&line))
+                                .await;
+                    });
+                    continue;
+                }
+                let hub = hub.clone();
+                let open = open.clone();
+                tokio::spawn(async move {
+                    conn::serve_connection(hub, stream, door).await;
+                    open.fetch_sub(1, Ordering::AcqRel);
+                });
             }
             Err(e) => {
                 tracing::warn!("accept failed: {e}");
@@ -140,18 +208,30 @@ async fn heartbeats(hub: Arc<hub::Hub>) {
                 };
                 if let Err(e) = hub.store.set_heartbeat(host.id(), beat).await {
                     tracing::error!(session = %host.id(), "heartbeat not saved: {e}");
+                    let live = host.live.lock().await;
+                    host.note_store_fault(&live, &e.to_string());
                 }
             }
         }
     }
 }
 
-async fn flush_recordings(store: Store) {
+async fn flush_recordings(hub: Arc<hub::Hub>) {
+    let store = hub.store.clone();
     let mut tick = tokio::time::interval(RECORDING_FLUSH_INTERVAL);
+    let mut was_low = false;
     loop {
         tick.tick().await;
         if let Err(e) = store.flush().await {
             tracing::error!("recording flush failed: {e}");
+        }
+        // The flush looked at the free space: tell the sessions when it changed.
+        let low = store.low_space().is_some();
+        if low != was_low {
+            was_low = low;
+            for host in hub.all_hosts() {
+                host.wake.notify_one();
+            }
         }
     }
 }

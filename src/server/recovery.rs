@@ -11,6 +11,7 @@ use crate::sandbox::procs;
 use crate::session::{EventKind, PauseReason, Phase, SessionState};
 
 use super::hub::{Hub, SYSTEM};
+use super::scoring::{scoring_group_name, scoring_marker};
 
 pub async fn load_and_recover(hub: &Arc<Hub>) -> anyhow::Result<()> {
     for meta in hub.store.sessions()? {
@@ -24,6 +25,10 @@ pub async fn load_and_recover(hub: &Arc<Hub>) -> anyhow::Result<()> {
             .open_pause()
             .is_some_and(|p| p.reason == PauseReason::Scoring);
         let host = hub.install(meta, state);
+        // A scoring run the crash interrupted left its processes (and the
+        // participant code it ran) behind: they die now, before anything
+        // is scored again.
+        kill_leftovers(hub, &host).await;
         match phase {
             Phase::Running => {
                 let mut live = host.live.lock().await;
@@ -81,9 +86,32 @@ pub async fn load_and_recover(hub: &Arc<Hub>) -> anyhow::Result<()> {
         }
         if phase != Phase::Ended {
             // Leftover processes (nohup jobs survive their terminal) must not compute while paused.
-            let marker = host.marker();
-            let _ = tokio::task::spawn_blocking(move || procs::freeze(&marker, &[])).await;
+            hub.freeze(&host).await;
         }
     }
     Ok(())
+}
+
+/// Kills what an earlier run of the server left of a session's scoring run
+/// (its cgroup, its marker) and, for an ended session, of the session itself.
+async fn kill_leftovers(hub: &Arc<Hub>, host: &Arc<super::host::Host>) {
+    let mut groups = Vec::new();
+    if let Some(root) = &hub.cgroups {
+        groups.extend(root.existing(&scoring_group_name(host.id())));
+        if host.cgroup.is_none() {
+            groups.extend(root.existing(host.id()));
+            groups.extend(root.existing(&format!("{}.clients", host.id())));
+        }
+    }
+    // Without cgroups, by marker (a scan of /proc per session: only then).
+    let scoring = hub.cgroups.is_none().then(|| scoring_marker(host));
+    let _ = tokio::task::spawn_blocking(move || {
+        for group in groups {
+            group.remove();
+        }
+        if let Some(marker) = scoring {
+            procs::kill_all(&marker);
+        }
+    })
+    .await;
 }

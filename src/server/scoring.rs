@@ -1,30 +1,50 @@
 //! Taking a score for a session: protected-file check, the scorer run,
 //! normalization, and the score-log entry.
 
+use crate::sandbox::SessionMarker;
+use crate::sandbox::cgroup::Cgroup;
+use crate::sandbox::environ;
 use crate::scoring::{OUTPUT_LIMIT, ScorerInvocation, protected, run_scorer};
 use crate::session::{ScoreEntry, ScorePhase, SessionMeta};
 
-/// Variables of the session sandbox that the scorer must not inherit.
-const SANDBOX_VARS: [&str; 4] = [
-    "REBENCH_TOKEN",
-    "REBENCH_SANDBOX",
-    "REBENCH_SOCKET",
-    "REBENCH_SESSION",
-];
-
-/// The scorer's variables: the protocol's three, the profile's, and the
-/// environment's preparation (its venv first on PATH, `REBENCH_PREPARED`).
-/// The scorer's variable holding the jail prefix, a JSON array of strings.
+/// The scorer's variable holding the prefix that runs participant code, a
+/// JSON array of strings.
 pub const JAIL_VAR: &str = "REBENCH_JAIL";
 
+/// What holds a scoring run's processes, so that all of them, participant
+/// code it started included, die when it ends.
+pub struct ScorerContainment {
+    pub cgroup: Option<Cgroup>,
+    /// Carried by the scorer and inherited by what it starts (the fallback
+    /// without cgroups; not the session's marker, so a pause does not stop
+    /// a measurement in progress).
+    pub marker: SessionMarker,
+}
+
+/// The cgroup name of a session's scoring runs.
+pub fn scoring_group_name(session: &str) -> String {
+    format!("{session}.scoring")
+}
+
+/// The marker of a session's scoring runs.
+pub fn scoring_marker(host: &super::host::Host) -> SessionMarker {
+    SessionMarker::new(format!("{}.scoring", host.meta.sandbox_tag))
+}
+
+/// The scorer's whole environment: the allowlisted base (`sandbox::environ`),
+/// the variables its manifest grants by name (`pass_env`), the protocol's
+/// three, the profile's, and the environment's preparation (its venv first
+/// on PATH, `REBENCH_PREPARED`).
 pub fn scorer_env(meta: &SessionMeta) -> Vec<(String, String)> {
-    let mut vars: Vec<(String, String)> = meta
-        .scoring
-        .scorer_env(&meta.env_dir, &meta.workspace)
-        .into_iter()
-        .collect();
+    let mut vars = environ::passed_from_here();
+    vars.extend(environ::granted_from_here(&meta.scoring.pass_env));
+    vars.extend(meta.scoring.scorer_env(&meta.env_dir, &meta.workspace));
     if let Some(prepared) = &meta.prepared {
-        let path = std::env::var_os("PATH");
+        let path = vars
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| std::ffi::OsString::from(v));
         vars.extend(prepared.scorer_env(path.as_deref()));
     }
     vars
@@ -33,17 +53,23 @@ pub fn scorer_env(meta: &SessionMeta) -> Vec<(String, String)> {
 /// Runs the session's scorer on its workspace and builds the entry. Never fails:
 /// every problem becomes an invalid entry that says why.
 ///
-/// `jail` is the argv prefix that runs a command inside the session's jail
-/// (isolated sessions; empty otherwise), given to the scorer as
-/// `REBENCH_JAIL` so that it can run participant code there; Err = the jail
-/// could not start, and the run is invalid.
+/// `jail` is the argv prefix that runs participant code as a session
+/// process would (scrubbed environment; in the session's jail when it is
+/// isolated), given to the scorer as `REBENCH_JAIL`; Err = it could not be
+/// made (the jail did not start).
+///
+/// Err: the machine could not run the scorer (the jail did not start, no
+/// descriptors or processes left, protected files unreadable for want of
+/// them): the participant's workspace is not to blame and nothing should
+/// be recorded as their score.
 pub async fn take_score(
     meta: &SessionMeta,
     phase: ScorePhase,
     requested_by: &str,
     requested_active_ms: u64,
     jail: Result<Vec<String>, String>,
-) -> ScoreEntry {
+    containment: &ScorerContainment,
+) -> Result<ScoreEntry, String> {
     let invalid = |message: String| ScoreEntry {
         phase,
         requested_by: requested_by.to_string(),
@@ -58,30 +84,32 @@ pub async fn take_score(
         exit_code: None,
         duration_ms: 0,
     };
-    if let Err(message) = protected::check_files(&meta.workspace, &meta.protected) {
-        return invalid(message);
+    match protected::check(&meta.workspace, &meta.protected) {
+        Ok(()) => {}
+        Err(protected::Refusal::Participant(message)) => return Ok(invalid(message)),
+        Err(protected::Refusal::Infrastructure(message)) => return Err(message),
     }
-    let jail = match jail {
-        Ok(prefix) => prefix,
-        Err(message) => return invalid(message),
-    };
+    let jail = jail?;
     let mut env = scorer_env(meta);
-    if !jail.is_empty() {
-        env.push((
-            JAIL_VAR.to_string(),
-            serde_json::Value::from(jail).to_string(),
-        ));
-    }
+    env.push((
+        JAIL_VAR.to_string(),
+        serde_json::Value::from(jail).to_string(),
+    ));
+    env.push(containment.marker.env_pair());
     let plan = &meta.scoring;
     let invocation = ScorerInvocation {
         argv: plan.argv(&meta.env_dir, &meta.workspace),
         cwd: meta.workspace.clone(),
         env,
-        env_remove: SANDBOX_VARS.iter().map(|v| v.to_string()).collect(),
+        env_clear: true,
+        cgroup: containment.cgroup.as_ref().map(Cgroup::procs_file),
         timeout: plan.timeout,
         output_limit: OUTPUT_LIMIT,
     };
     let outcome = run_scorer(&invocation).await;
+    if let Some(reason) = outcome.infrastructure {
+        return Err(reason);
+    }
     let mut entry = ScoreEntry {
         phase,
         requested_by: requested_by.to_string(),
@@ -109,5 +137,5 @@ pub async fn take_score(
             }
         }
     }
-    entry
+    Ok(entry)
 }

@@ -156,8 +156,13 @@ impl ShellHost {
         };
         let seq = screen.next_chunk;
         screen.next_chunk += 1;
-        if let Err(e) = self.store.record(&self.session, self.id, seq, &chunk) {
-            tracing::error!(session = %self.session, shell = self.id, "recording failed: {e}");
+        match self.store.record(&self.session, self.id, seq, &chunk) {
+            Ok(()) => {}
+            // Said once, by the store, when the disk ran low.
+            Err(crate::store::StoreError::DiskLow { .. }) => {}
+            Err(e) => {
+                tracing::error!(session = %self.session, shell = self.id, "recording failed: {e}")
+            }
         }
     }
 

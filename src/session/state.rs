@@ -123,7 +123,9 @@ impl SessionState {
                 }
             }
             EventKind::Extended { by_ms, reason, by } => {
-                self.budget_ms += by_ms;
+                // The server refuses extensions that would overflow; a log
+                // written by anything else must not panic the reducer.
+                self.budget_ms = self.budget_ms.saturating_add(*by_ms);
                 self.extensions.push(ExtensionRecord {
                     at: event.at,
                     by_ms: *by_ms,

@@ -9,6 +9,7 @@
 //! - `rec/<id>`: (shell u32 BE, seq u64 BE) → `recording::Chunk` (binary)
 
 pub mod recording;
+pub mod space;
 
 use std::path::{Path, PathBuf};
 
@@ -36,6 +37,10 @@ pub enum StoreError {
     Flush(String),
     #[error("stored record {what} is unreadable: {message}")]
     Corrupt { what: String, message: String },
+    #[error(
+        "the disk holding the data dir is almost full ({free_mb} MiB free): terminal output is not recorded until there is room"
+    )]
+    DiskLow { free_mb: u64 },
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -55,6 +60,7 @@ pub struct Store {
     sessions: sled::Tree,
     heartbeats: sled::Tree,
     dir: PathBuf,
+    space: std::sync::Arc<space::SpaceGuard>,
 }
 
 impl std::fmt::Debug for Store {
@@ -86,8 +92,9 @@ impl Store {
         let config = |compressed: bool| {
             sled::Config::new()
                 .path(dir)
-                // A backstop; state changes are flushed explicitly before they are acknowledged.
-                .flush_every_ms(Some(200))
+                // Only explicit flushes write, each after a look at the free
+                // space (see `space`); the server flushes every 200 ms anyway.
+                .flush_every_ms(None)
                 // Terminal output is mostly text and compresses several-fold (see
                 // benches/recording_size.rs); zstd at a low level keeps writes cheap.
                 .use_compression(compressed)
@@ -118,7 +125,13 @@ impl Store {
             sessions,
             heartbeats,
             dir: dir.to_path_buf(),
+            space: std::sync::Arc::new(space::SpaceGuard::new(dir)),
         })
+    }
+
+    /// Free bytes, when the disk holding the store is almost full.
+    pub fn low_space(&self) -> Option<u64> {
+        self.space.is_low().then(|| self.space.free())
     }
 
     pub fn dir(&self) -> &Path {
@@ -141,13 +154,18 @@ impl Store {
     /// from many tasks at once.
     pub async fn flush(&self) -> Result<()> {
         let db = self.db.clone();
-        tokio::task::spawn_blocking(move || db.flush())
-            .await
-            .map_err(|e| StoreError::Flush(e.to_string()))??;
+        let space = self.space.clone();
+        tokio::task::spawn_blocking(move || {
+            space.check();
+            db.flush()
+        })
+        .await
+        .map_err(|e| StoreError::Flush(e.to_string()))??;
         Ok(())
     }
 
     pub fn flush_blocking(&self) -> Result<()> {
+        self.space.check();
         self.db.flush()?;
         Ok(())
     }
@@ -188,9 +206,19 @@ impl Store {
     }
 
     /// Appends an event durably. The caller assigns `seq` (it owns the session's order).
+    ///
+    /// An event that could not be made durable is taken out again, so a
+    /// failed append (a full disk) leaves neither a hole nor a sequence
+    /// number that the next append would collide with.
     pub async fn append(&self, session: &str, event: &Event) -> Result<()> {
         self.append_unflushed(session, event)?;
-        self.flush().await
+        if let Err(e) = self.flush().await {
+            if let Ok(tree) = self.events_tree(session) {
+                let _ = tree.remove(event.seq.to_be_bytes());
+            }
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Appends without waiting for the disk (for events whose loss is harmless).
@@ -232,7 +260,15 @@ impl Store {
     }
 
     /// Records a terminal chunk. Not flushed: the recorder flushes in batches.
+    ///
+    /// Refused while the disk is low: the room left is for the events that
+    /// pause the sessions.
     pub fn record(&self, session: &str, shell: u32, seq: u64, chunk: &Chunk) -> Result<()> {
+        if self.space.is_low() {
+            return Err(StoreError::DiskLow {
+                free_mb: self.space.free() / (1024 * 1024),
+            });
+        }
         let mut key = [0u8; 12];
         key[..4].copy_from_slice(&shell.to_be_bytes());
         key[4..].copy_from_slice(&seq.to_be_bytes());

@@ -52,6 +52,25 @@ impl TestServer {
         server
     }
 
+    /// A server whose data dir is `data` (on a disk a test controls).
+    pub fn start_in(data: &Path, vars: &[(&str, &str)]) -> TestServer {
+        let dir = tempfile::Builder::new()
+            .prefix("rb")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let mut server = TestServer {
+            dir,
+            paths: DataPaths::new(data),
+            child: None,
+            env: vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        server.spawn();
+        server
+    }
+
     /// Starts the server process (again) and waits until it answers.
     pub fn spawn(&mut self) {
         let child = Command::new(BIN)
@@ -226,6 +245,44 @@ pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     check()
 }
 
+/// Whether a process is stopped: by SIGSTOP (state T), or in a frozen
+/// cgroup (v2 `cgroup.events`, v1 `freezer.state`).
+pub fn is_stopped(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    if stat
+        .rsplit(')')
+        .next()
+        .and_then(|s| s.trim().chars().next())
+        == Some('T')
+    {
+        return true;
+    }
+    let groups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    groups.lines().any(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next(), parts.next(), parts.next());
+        let (Some(controllers), Some(path)) = (controllers, path) else {
+            return false;
+        };
+        let path = path.trim_start_matches('/');
+        if controllers.is_empty() {
+            ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+                .iter()
+                .any(|base| {
+                    std::fs::read_to_string(format!("{base}/{path}/cgroup.events"))
+                        .is_ok_and(|e| e.lines().any(|l| l.trim() == "frozen 1"))
+                })
+        } else if controllers.split(',').any(|c| c == "freezer") {
+            std::fs::read_to_string(format!("/sys/fs/cgroup/freezer/{path}/freezer.state"))
+                .is_ok_and(|s| s.trim() == "FROZEN")
+        } else {
+            false
+        }
+    })
+}
+
 /// Whether a process is gone (or a zombie nobody reaped yet).
 pub fn process_gone(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -297,9 +354,17 @@ pub fn test_jail(
         tmp: tmp.path().join("tmp"),
     };
     let marker = rebench::sandbox::SessionMarker::new("test-jail");
-    let jail = rebench::sandbox::jail::Jail::start(Path::new("bwrap"), &layout, &marker)
+    let jail = rebench::sandbox::jail::Jail::start(Path::new("bwrap"), &layout, &marker, None)
         .expect("starting a jail");
-    let prefix = serde_json::to_string(&jail.prefix(Path::new(BIN), cwd)).unwrap();
+    let launch = rebench::sandbox::enter::Launch {
+        target: Some(jail.init_pid()),
+        cgroup: None,
+        cwd: cwd.to_path_buf(),
+        env: Vec::new(),
+        argv: Vec::new(),
+    };
+    let prefix =
+        serde_json::to_string(&rebench::sandbox::enter::prefix(Path::new(BIN), &launch)).unwrap();
     TestJail {
         prefix,
         _jail: jail,

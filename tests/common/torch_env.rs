@@ -89,6 +89,7 @@ pub fn score(
             output: String::new(),
             exit_code: None,
             duration_ms: 0,
+            infrastructure: None,
         };
     }
     let env_dir = env_dir.canonicalize().unwrap();
@@ -107,7 +108,8 @@ pub fn score(
         argv: plan.argv(&env_dir, ws),
         cwd: ws.to_path_buf(),
         env: vars,
-        env_remove: Vec::new(),
+        env_clear: false,
+        cgroup: None,
         timeout: plan.timeout,
         output_limit: OUTPUT_LIMIT,
     };

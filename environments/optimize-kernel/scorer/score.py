@@ -211,8 +211,10 @@ def score_in_jail(workspace, jail, details):
         source = f.read()
     # None of rebench's variables inside (no REBENCH_JAIL: no recursion).
     env = {k: v for k, v in os.environ.items() if not k.startswith("REBENCH_")}
+    # The jail's launcher scrubs the environment: the settings go as an argument.
+    settings = {k: v for k, v in os.environ.items() if k.startswith("OPTIMIZE_KERNEL_")}
     proc = subprocess.run(
-        jail + [sys.executable, "-B", "-c", source, workspace],
+        jail + [sys.executable, "-B", "-c", source, workspace, json.dumps(settings)],
         cwd=workspace, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
     )
     lines = [line for line in proc.stdout.decode("utf-8", errors="replace").splitlines() if line.strip()]
@@ -227,6 +229,10 @@ def score_in_jail(workspace, jail, details):
 
 
 def main():
+    if len(sys.argv) > 2:  # run inside the jail: the settings come as JSON
+        for name, value in json.loads(sys.argv[2]).items():
+            if name.startswith("OPTIMIZE_KERNEL_"):
+                os.environ[name] = str(value)
     if len(sys.argv) > 1:
         workspace = sys.argv[1]
     else:

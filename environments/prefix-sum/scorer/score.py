@@ -1,34 +1,36 @@
 """Official scorer for prefix-sum (hidden from the participant).
 
-Generates fresh random int32 inputs, runs the participant's
-`prefix_sum` from <workspace>/solution.py, checks every output exactly and
+Generates fresh random int32 inputs, has the participant's `prefix_sum`
+from <workspace>/solution.py compute them, checks every output exactly and
 reports the best time in milliseconds. Protocol: the LAST stdout line is one
 JSON object {"raw": ms | null, "message": {...}, "details": {...}}; exit 0
 whenever the outcome is known (wrong answers included).
 
-In an isolated session (rebench sets $REBENCH_JAIL, the argv prefix that
-runs a command inside the session's jail) the solution runs in a worker
-inside the jail, where this scorer and the reference solution do not exist:
-the inputs go in and the outputs and times come back as files in a
-.prefix-sum-run-* folder of the workspace, and the outputs are checked here.
+The participant's code never runs in this process and never holds its
+stdout or the clock: a worker process (run through $REBENCH_JAIL, the
+prefix that starts participant code as a session process, inside the
+session's jail when it is isolated) loads solution.py and serves requests
+over its stdin/stdout pipes. For each timed run this scorer starts the
+clock, sends a fresh input, and stops the clock when the last byte of the
+answer is back; the answer is checked here. So the time covers moving the
+data in and out of the worker (about as long as one pass over the list in
+Python, in both the starting and the reference solution), nothing the
+worker says about time is believed, and nothing it writes can be taken for
+our result line.
 
 Settings: workspace = argv[1], else $REBENCH_WORKSPACE, else the cwd;
 $PREFIX_SUM_N (array length, default 1000000); $PREFIX_SUM_REPEATS
 (timed runs, each on a new input, default 5).
 """
 
-import contextlib
-import importlib.util
 import json
 import os
 import random
-import shutil
+import struct
 import subprocess
 import sys
-import tempfile
-import traceback
 from array import array
-from time import perf_counter  # bound before participant code can patch `time`
+from time import perf_counter
 
 sys.dont_write_bytecode = True  # leave no __pycache__ in the workspace
 
@@ -63,20 +65,6 @@ def first_mismatch(expected, got):
     return None
 
 
-def check(expected, got):
-    """An error message, or None when `got` is exactly right."""
-    if type(got) is not list:
-        return f"wrong answer: prefix_sum must return a list, got {type(got).__name__}"
-    if len(got) != len(expected):
-        return f"wrong answer: expected {len(expected)} values, got {len(got)}"
-    bad_type = next((v for v in got if type(v) is not int), None)
-    if bad_type is not None:
-        return f"wrong answer: values must be int, got {type(bad_type).__name__}"
-    if got != expected.tolist():
-        return first_mismatch(expected, got) or "wrong answer"
-    return None
-
-
 def env_int(name, default, minimum):
     text = os.environ.get(name, "").strip()
     if not text:
@@ -87,121 +75,141 @@ def env_int(name, default, minimum):
     return value
 
 
-def load_solution(workspace):
+# The worker: argv = [workspace]. fd 1 becomes the participant's stderr and
+# the protocol goes to a private copy of the original stdout. Replies: b"R"
+# once loaded; per request (8-byte n, then n int32) b"O" + n int64, or
+# b"E" + 4-byte length + a JSON error, after which it exits.
+WORKER = r"""
+import json, importlib.util, os, struct, sys, traceback
+from array import array
+sys.dont_write_bytecode = True
+proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
+proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
+os.dup2(2, 1)
+devnull = os.open(os.devnull, os.O_RDONLY)
+os.dup2(devnull, 0)
+def read_exactly(count):
+    chunks = []
+    while count:
+        chunk = proto_in.read(count)
+        if not chunk:
+            os._exit(0)
+        chunks.append(chunk)
+        count -= len(chunk)
+    return b"".join(chunks)
+def fail(error, **extra):
+    data = json.dumps(dict(error=error, **extra)).encode()
+    proto_out.write(b"E" + struct.pack("<I", len(data)) + data)
+    sys.stderr.flush()
+    os._exit(0)
+workspace = sys.argv[1]
+try:
+    sys.path.insert(0, workspace)
     path = os.path.join(workspace, "solution.py")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no solution.py in {workspace}")
-    sys.path.insert(0, workspace)  # let solution.py import its own helpers
     spec = importlib.util.spec_from_file_location("solution", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     fn = getattr(module, "prefix_sum", None)
     if not callable(fn):
         raise AttributeError("solution.py does not define prefix_sum(xs)")
-    return fn
-
-
-RUN_PREFIX = ".prefix-sum-run-"
-
-# Runs inside the jail: argv = [run_dir, repeats, workspace]. Reads in<k>.bin
-# (int32), calls prefix_sum, writes out<k>.bin (int64) and result.json with
-# the times or the first error; what the participant prints goes to stderr.
-WORKER = r"""
-import contextlib, importlib.util, json, os, sys, traceback
-from array import array
-from time import perf_counter
-sys.dont_write_bytecode = True
-run_dir, repeats, workspace = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-def done(result):
-    with open(os.path.join(run_dir, "result.json"), "w") as f:
-        json.dump(result, f)
-    sys.stderr.flush()
-    os._exit(0)
-try:
-    with contextlib.redirect_stdout(sys.stderr):
-        sys.path.insert(0, workspace)
-        path = os.path.join(workspace, "solution.py")
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"no solution.py in {workspace}")
-        spec = importlib.util.spec_from_file_location("solution", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        fn = getattr(module, "prefix_sum", None)
-        if not callable(fn):
-            raise AttributeError("solution.py does not define prefix_sum(xs)")
 except Exception as e:
-    done({"error": f"could not load solution.py: {type(e).__name__}: {e}", "traceback": traceback.format_exc()})
-times = []
-for k in range(repeats):
+    fail(f"could not load solution.py: {type(e).__name__}: {e}", traceback=traceback.format_exc())
+proto_out.write(b"R")
+while True:
+    (n,) = struct.unpack("<Q", read_exactly(8))
     xs = array("i")
-    with open(os.path.join(run_dir, f"in{k}.bin"), "rb") as f:
-        xs.frombytes(f.read())
-    argument = xs.tolist()
+    xs.frombytes(read_exactly(4 * n))
     try:
-        with contextlib.redirect_stdout(sys.stderr):
-            start = perf_counter()
-            got = fn(argument)
-            elapsed = perf_counter() - start
+        got = fn(xs.tolist())
     except Exception as e:
-        done({"error": f"prefix_sum raised {type(e).__name__}: {e}", "traceback": traceback.format_exc()})
+        fail(f"prefix_sum raised {type(e).__name__}: {e}", traceback=traceback.format_exc())
     if type(got) is not list:
-        done({"error": f"wrong answer: prefix_sum must return a list, got {type(got).__name__}", "run": k})
-    bad = next((v for v in got if type(v) is not int), None)
-    if bad is not None:
-        done({"error": f"wrong answer: values must be int, got {type(bad).__name__}", "run": k})
+        fail(f"wrong answer: prefix_sum must return a list, got {type(got).__name__}")
     try:
         out = array("q", got)
-    except OverflowError:
-        done({"error": "wrong answer: a value does not fit in int64", "run": k})
-    with open(os.path.join(run_dir, f"out{k}.bin"), "wb") as f:
-        f.write(out.tobytes())
-    times.append(elapsed * 1000.0)
-done({"times_ms": times})
+    except (TypeError, OverflowError) as e:
+        fail(f"wrong answer: values must be int64 integers ({e})")
+    proto_out.write(b"O" + out.tobytes())
 """
 
 
-def score_in_jail(workspace, jail, inputs, answers, details):
-    """The solution run by WORKER inside the session's jail; checked here."""
+class WorkerFailed(Exception):
+    """The worker reported an error, died or broke the protocol."""
 
-    def failure(message):
-        return {"raw": None, "message": {"error": message}, "details": details}
+    def __init__(self, message, details=None):
+        super().__init__(message)
+        self.details = details or {}
 
-    run_dir = tempfile.mkdtemp(prefix=RUN_PREFIX, dir=workspace)
-    try:
-        for k, xs in enumerate(inputs):
-            with open(os.path.join(run_dir, f"in{k}.bin"), "wb") as f:
-                f.write(xs.tobytes())
-        # None of rebench's variables (the hidden preparation, the jail) inside.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("REBENCH_")}
-        argv = jail + [sys.executable, "-B", "-c", WORKER, run_dir, str(len(inputs)), workspace]
-        proc = subprocess.run(argv, cwd=workspace, env=env, stdin=subprocess.DEVNULL, stdout=sys.stderr)
+
+def read_exactly(pipe, count):
+    data = bytearray()
+    while len(data) < count:
+        chunk = pipe.read(count - len(data))
+        if not chunk:
+            raise WorkerFailed("the solution's process exited before answering")
+        data += chunk
+    return bytes(data)
+
+
+def read_reply(pipe):
+    """b"O" (an answer follows) or raises WorkerFailed for b"E" and anything else."""
+    kind = read_exactly(pipe, 1)
+    if kind == b"E":
+        (length,) = struct.unpack("<I", read_exactly(pipe, 4))
+        if length > 1 << 20:
+            raise WorkerFailed("the solution's process broke the protocol")
         try:
-            with open(os.path.join(run_dir, "result.json")) as f:
-                result = json.load(f)
-        except (OSError, ValueError):
-            return failure(f"the solution's process exited (status {proc.returncode}) without a result")
-        if "error" in result:
-            if "traceback" in result:
-                details["traceback"] = result["traceback"]
-            if "run" in result:
-                details["failed_run"] = result["run"]
-            return failure(result["error"])
-        for run, answer in enumerate(answers):
-            got = array("q")
-            with open(os.path.join(run_dir, f"out{run}.bin"), "rb") as f:
-                got.frombytes(f.read())
-            if len(got) != len(answer):
-                details["failed_run"] = run
-                return failure(f"wrong answer: expected {len(answer)} values, got {len(got)}")
-            if got != answer:
-                details["failed_run"] = run
-                return failure(first_mismatch(answer, got) or "wrong answer")
-    finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
-    times_ms = result["times_ms"]
-    best = min(times_ms)
-    details.update(times_ms=times_ms, jailed=True)
-    return {"raw": best, "message": {"ms": round(best, 3), "n": len(answers[0])}, "details": details}
+            error = json.loads(read_exactly(pipe, length))
+            message = str(error["error"])
+        except (ValueError, KeyError, TypeError):
+            raise WorkerFailed("the solution's process broke the protocol")
+        extra = {"traceback": error["traceback"]} if "traceback" in error else {}
+        raise WorkerFailed(message, extra)
+    if kind not in (b"O", b"R"):
+        raise WorkerFailed("the solution's process broke the protocol (did it write to its stdout file descriptor?)")
+    return kind
+
+
+def start_worker(workspace):
+    prefix = json.loads(os.environ["REBENCH_JAIL"]) if os.environ.get("REBENCH_JAIL") else []
+    # Run by hand or by calibration (no prefix): none of rebench's variables.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REBENCH_")}
+    argv = prefix + [sys.executable, "-B", "-c", WORKER, workspace]
+    return subprocess.Popen(
+        argv,
+        cwd=workspace,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=sys.stderr,
+        bufsize=0,
+    )
+
+
+def timed_runs(worker, inputs, answers, details):
+    """The time of each run, measured here from the first byte sent to the
+    last byte of the answer received; raises WorkerFailed."""
+    if read_reply(worker.stdout) != b"R":
+        raise WorkerFailed("the solution's process broke the protocol")
+    times_ms = []
+    for run, (xs, answer) in enumerate(zip(inputs, answers)):
+        request = struct.pack("<Q", len(xs)) + xs.tobytes()
+        start = perf_counter()
+        worker.stdin.write(request)
+        worker.stdin.flush()
+        if read_reply(worker.stdout) != b"O":
+            raise WorkerFailed("the solution's process broke the protocol")
+        data = read_exactly(worker.stdout, 8 * len(answer))
+        elapsed = perf_counter() - start
+        got = array("q")
+        got.frombytes(data)
+        if got != answer:
+            details["failed_run"] = run
+            raise WorkerFailed(first_mismatch(answer, got) or "wrong answer")
+        times_ms.append(elapsed * 1000.0)
+    return times_ms
 
 
 def score(workspace, n, repeats):
@@ -212,38 +220,16 @@ def score(workspace, n, repeats):
     answers = [expected_prefix_sum(xs) for xs in inputs]
     details = {"n": n, "repeats": repeats, "seed": seed, "workspace": workspace}
 
-    def failure(message):
-        return {"raw": None, "message": {"error": message}, "details": details}
-
-    jail = os.environ.get("REBENCH_JAIL")
-    if jail:
-        return score_in_jail(workspace, json.loads(jail), inputs, answers, details)
-
+    worker = start_worker(workspace)
     try:
-        # Participant prints go to stderr so they cannot forge our last line.
-        with contextlib.redirect_stdout(sys.stderr):
-            prefix_sum = load_solution(workspace)
-    except Exception as e:
-        details["traceback"] = traceback.format_exc()
-        return failure(f"could not load solution.py: {type(e).__name__}: {e}")
-
-    times_ms = []
-    for run, (xs, answer) in enumerate(zip(inputs, answers)):
-        argument = xs.tolist()
-        try:
-            with contextlib.redirect_stdout(sys.stderr):
-                start = perf_counter()
-                got = prefix_sum(argument)
-                elapsed = perf_counter() - start
-        except Exception as e:
-            details["traceback"] = traceback.format_exc()
-            return failure(f"prefix_sum raised {type(e).__name__}: {e}")
-        problem = check(answer, got)
-        if problem is not None:
-            details["failed_run"] = run
-            return failure(problem)
-        times_ms.append(elapsed * 1000.0)
-
+        times_ms = timed_runs(worker, inputs, answers, details)
+    except (WorkerFailed, BrokenPipeError) as e:
+        details.update(getattr(e, "details", {}))
+        message = str(e) if isinstance(e, WorkerFailed) else "the solution's process exited before answering"
+        return {"raw": None, "message": {"error": message}, "details": details}
+    finally:
+        worker.kill()
+        worker.wait()
     best = min(times_ms)
     details["times_ms"] = times_ms
     return {"raw": best, "message": {"ms": round(best, 3), "n": n}, "details": details}

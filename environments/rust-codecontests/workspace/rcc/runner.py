@@ -77,6 +77,10 @@ def _run_child(args, workspace, env, timeout_s, tmpdir):
     # unchanged before scoring) stands in for ours, which the jail hides.
     child = os.path.join(workspace, "rcc", "run_scaffold.py") if jail else CHILD
     argv = [sys.executable, "-B", child, args[0], workspace, result_path, *args[1:]]
+    if jail:
+        # The jail's launcher starts from a scrubbed environment: the
+        # scaffold's own variables (the proxy's URL and token) go explicitly.
+        argv = ["env"] + [f"{k}={env[k]}" for k in SCAFFOLD_VARS if k in env] + argv
     with open(os.path.join(tmpdir, "log.txt"), "wb") as log:
         proc = subprocess.Popen(
             (jail or []) + argv,
@@ -115,6 +119,10 @@ def _run_child(args, workspace, env, timeout_s, tmpdir):
     if not result.get("ok"):
         result["log_tail"] = tail
     return result
+
+
+# What child_env sets for the scaffold on top of a session's environment.
+SCAFFOLD_VARS = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "PYTHONDONTWRITEBYTECODE")
 
 
 def child_env(base_url, token, model):

@@ -1,0 +1,313 @@
+//! The hostile participant, through the real server: every attack here
+//! worked on an earlier main (issue 12) and must fail now, in both
+//! isolation modes where the attack applies to both.
+//!
+//! Needs bubblewrap for the isolated half (see `sandbox_isolation.rs`).
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::*;
+use rebench::protocol::Request;
+
+const OPERATOR_ENV: [(&str, &str); 5] = [
+    ("OPENAI_API_KEY", "sk-operator-openai"),
+    ("REBENCH_JUDGE_KEY", "sk-operator-judge"),
+    ("DATABASE_URL", "postgres://u:operator-pw@db/x"),
+    ("GITHUB_PAT", "ghp-operator"),
+    ("SERVICE_AUTH", "operator-auth"),
+];
+
+fn server(isolated: bool, extra: &[(&str, &str)]) -> TestServer {
+    let mut vars: Vec<(&str, &str)> = OPERATOR_ENV.to_vec();
+    if isolated {
+        vars.push(("REBENCH_ISOLATION", "bwrap"));
+    }
+    vars.extend_from_slice(extra);
+    TestServer::start_with_env(&vars)
+}
+
+/// How many times anything of the operator's shows up in what `probe` prints.
+fn operator_hits(text: &str) -> usize {
+    [
+        "sk-operator",
+        "operator-pw",
+        "ghp-operator",
+        "operator-auth",
+    ]
+    .iter()
+    .map(|needle| text.matches(needle).count())
+    .sum()
+}
+
+/// Reads every process's environment and command line the participant can see.
+const PROC_PROBE: &str = "for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\\0' '\\n' < $f 2>/dev/null; done; env";
+
+#[tokio::test]
+async fn nothing_a_jailed_participant_can_read_holds_an_operator_variable() {
+    if !bwrap_works("security tests (isolated)") {
+        return;
+    }
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = server(true, &[]);
+    let session = server.create_running(&env, Some(3600)).await;
+    let seen = server.exec(&session.id, PROC_PROBE).await;
+    assert_eq!(seen.exit_code, Some(0), "{seen:?}");
+    // The jail's init is visible inside: it must be there and clean.
+    assert!(seen.stdout.contains("sleep"), "{}", seen.stdout);
+    assert_eq!(operator_hits(&seen.stdout), 0, "{}", seen.stdout);
+    assert!(
+        !seen.stdout.contains("REBENCH_DATA_DIR=/"),
+        "{}",
+        seen.stdout
+    );
+}
+
+/// The scorer runs participant code through REBENCH_JAIL: that code must
+/// see none of the scorer's variables (granted keys included), and its
+/// output must not become the result.
+fn scorer_running_participant_code(env: &Path) {
+    std::fs::write(
+        env.join("score.sh"),
+        r#"#!/bin/sh
+exec python3 -c '
+import json, os, subprocess
+jail = json.loads(os.environ["REBENCH_JAIL"])
+probe = open(os.path.join(os.environ["REBENCH_WORKSPACE"], "probe.sh")).read()
+seen = subprocess.run(jail + ["sh", "-c", probe], capture_output=True, text=True)
+print(json.dumps({"raw": 1.0, "message": "granted=%s" % ("sk-operator-judge" in os.environ.get("REBENCH_JUDGE_KEY", "")), "details": {"seen": seen.stdout + seen.stderr}}))
+'
+"#,
+    )
+    .unwrap();
+}
+
+async fn participant_code_in_a_scorer_gets_no_secret(isolated: bool) {
+    let (_env_dir, env) = fixture_env(|t| {
+        t.replace(
+            "protected = [\"helper.py\"]",
+            "protected = [\"helper.py\"]\npass_env = [\"REBENCH_JUDGE_KEY\"]",
+        )
+    });
+    scorer_running_participant_code(&env);
+    let server = server(isolated, &[]);
+    let session = server.create_running(&env, Some(3600)).await;
+    let ws = Path::new(&session.workspace);
+    // In local mode every process of the server's user is readable in /proc
+    // (documented as unsafe): there the code's own environment is checked.
+    let probe = if isolated { PROC_PROBE } else { "env" };
+    std::fs::write(ws.join("probe.sh"), probe).unwrap();
+    let entry: serde_json::Value = server
+        .admin()
+        .await
+        .call(Request::Score {
+            session: session.id.clone(),
+        })
+        .await
+        .unwrap();
+    let text = entry.to_string();
+    assert!(
+        text.contains("granted=True"),
+        "the scorer has its key: {text}"
+    );
+    let seen = entry["details"]["seen"].as_str().unwrap_or_default();
+    assert!(seen.contains("PATH="), "the probe ran: {text}");
+    assert_eq!(operator_hits(seen), 0, "{seen}");
+    assert!(!seen.contains("REBENCH_PREPARED"), "{seen}");
+}
+
+#[tokio::test]
+async fn participant_code_a_scorer_runs_gets_no_secret_isolated() {
+    if !bwrap_works("security tests (isolated)") {
+        return;
+    }
+    participant_code_in_a_scorer_gets_no_secret(true).await;
+}
+
+#[tokio::test]
+async fn participant_code_a_scorer_runs_gets_no_secret_local() {
+    participant_code_in_a_scorer_gets_no_secret(false).await;
+}
+
+/// `setsid env -i` drops the marker and leaves the process group: pausing
+/// must still stop it, and ending the session must kill it.
+async fn a_scrubbed_detached_loop_is_frozen_and_killed(isolated: bool, extra: &[(&str, &str)]) {
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = server(isolated, extra);
+    let session = server.create_running(&env, Some(3600)).await;
+    let ws = Path::new(&session.workspace);
+    let command = "setsid env -i /bin/sh -c 'i=0; while :; do i=$((i+1)); echo $i > ticks; done' >/dev/null 2>&1 < /dev/null & echo started";
+    let reply = server.exec(&session.id, command).await;
+    assert_eq!(reply.stdout.trim(), "started", "{reply:?}");
+    let ticks = || {
+        std::fs::read_to_string(ws.join("ticks"))
+            .unwrap_or_default()
+            .trim()
+            .parse::<u64>()
+            .unwrap_or(0)
+    };
+    assert!(wait_until(Duration::from_secs(5), || ticks() > 0));
+    let out = server.cli(&["pause", &session.id, "--reason", "break"]);
+    assert!(out.status.success(), "{out:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    let frozen = ticks();
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(
+        ticks(),
+        frozen,
+        "the loop made progress while paused (containment {})",
+        server.show(&session.id).await.containment
+    );
+    let out = server.cli(&["resume", &session.id]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        wait_until(Duration::from_secs(5), || ticks() > frozen),
+        "it runs again after resume"
+    );
+    let out = server.cli(&["end", &session.id]);
+    assert!(out.status.success(), "{out:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    let after_end = ticks();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(ticks(), after_end, "the loop outlived the session");
+}
+
+#[tokio::test]
+async fn a_scrubbed_detached_loop_is_frozen_and_killed_local() {
+    a_scrubbed_detached_loop_is_frozen_and_killed(false, &[]).await;
+}
+
+#[tokio::test]
+async fn a_scrubbed_detached_loop_is_frozen_and_killed_isolated() {
+    if !bwrap_works("security tests (isolated)") {
+        return;
+    }
+    a_scrubbed_detached_loop_is_frozen_and_killed(true, &[]).await;
+}
+
+#[tokio::test]
+async fn without_cgroups_a_jail_still_freezes_by_its_pid_namespace() {
+    if !bwrap_works("security tests (isolated)") {
+        return;
+    }
+    a_scrubbed_detached_loop_is_frozen_and_killed(true, &[("REBENCH_CGROUPS", "off")]).await;
+}
+
+#[tokio::test]
+async fn the_session_view_says_how_processes_are_contained() {
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = server(false, &[("REBENCH_CGROUPS", "off")]);
+    let session = server.create_running(&env, Some(3600)).await;
+    assert_eq!(session.containment, "marker");
+    let shown = server.cli(&["show", &session.id]);
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        text.contains("containment: marker (a process that drops"),
+        "{text}"
+    );
+    if std::path::Path::new("/sys/fs/cgroup").exists() && cgroups_usable() {
+        let server = self::server(false, &[]);
+        let session = server.create_running(&env, Some(3600)).await;
+        assert_eq!(session.containment, "cgroup");
+    }
+}
+
+/// Whether this machine lets us make cgroups (as the server would).
+fn cgroups_usable() -> bool {
+    rebench::sandbox::cgroup::CgroupRoot::detect("security-test-probe").is_some()
+}
+
+/// Participant code started during a scoring run (the scorer runs it, it
+/// detaches) must not outlive the run; nor may a scorer's own `setsid` child.
+async fn nothing_outlives_a_scoring_run(isolated: bool) {
+    let (_env_dir, env) = fixture_env(|t| t);
+    std::fs::write(
+        env.join("score.sh"),
+        r#"#!/bin/sh
+python3 -c '
+import json, os, subprocess
+jail = json.loads(os.environ["REBENCH_JAIL"])
+subprocess.run(jail + ["sh", "-c", "setsid env -i /bin/sh -c \"while :; do echo x >> participant-ticks; sleep 0.01; done\" >/dev/null 2>&1 < /dev/null &"])
+'
+setsid sh -c 'while :; do echo x >> "$REBENCH_WORKSPACE/scorer-ticks"; sleep 0.01; done' >/dev/null 2>&1 < /dev/null &
+sleep 0.3
+echo '{"raw": 1.0}'
+"#,
+    )
+    .unwrap();
+    let server = server(isolated, &[]);
+    let session = server.create_running(&env, Some(3600)).await;
+    let ws = Path::new(&session.workspace);
+    let entry: serde_json::Value = server
+        .admin()
+        .await
+        .call(Request::Score {
+            session: session.id.clone(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(entry["valid"], true, "{entry}");
+    for file in ["participant-ticks", "scorer-ticks"] {
+        // Appended to, so a kill mid-write never empties it.
+        let read = || std::fs::metadata(ws.join(file)).map_or(0, |m| m.len());
+        assert!(read() > 0, "{file} was never written: {entry}");
+        std::thread::sleep(Duration::from_millis(200));
+        let first = read();
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(read(), first, "{file}: a process outlived the scoring run");
+    }
+}
+
+#[tokio::test]
+async fn nothing_outlives_a_scoring_run_local() {
+    nothing_outlives_a_scoring_run(false).await;
+}
+
+#[tokio::test]
+async fn nothing_outlives_a_scoring_run_isolated() {
+    if !bwrap_works("security tests (isolated)") {
+        return;
+    }
+    nothing_outlives_a_scoring_run(true).await;
+}
+
+#[tokio::test]
+async fn a_jail_hides_the_history_of_the_environment_folders() {
+    if !bwrap_works("security tests (isolated)") {
+        return;
+    }
+    let repo = repo_root();
+    if !repo.join(".git").exists() {
+        eprintln!("SKIPPED: not a git checkout, nothing to hide");
+        return;
+    }
+    let server = server(true, &[]);
+    let env = repo.join("environments/prefix-sum");
+    let out = server.cli(&[
+        "new",
+        env.to_str().unwrap(),
+        "--participant",
+        "p",
+        "--profile",
+        "smoke",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = id["id"].as_str().unwrap().to_string();
+    assert!(server.cli(&["begin", &id]).status.success());
+    let probe = format!(
+        "ls -A {repo}/.git | wc -l; git -C {repo} show HEAD:environments/prefix-sum/reference/solution.py 2>&1 | grep -c prefix_sum; cat {env}/reference/solution.py 2>&1 | grep -c prefix_sum",
+        repo = repo.display(),
+        env = env.display()
+    );
+    let seen = server.exec(&id, &probe).await;
+    let counts: Vec<&str> = seen.stdout.split_whitespace().collect();
+    assert_eq!(counts, ["0", "0", "0"], "{seen:?}");
+}
