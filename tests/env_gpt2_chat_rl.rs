@@ -179,8 +179,11 @@ fn starting_scores_zero_reference_one_and_a_degenerate_model_low() {
     ));
     // Deterministic on one machine (the manifest's values); the bounds allow
     // for another CPU or torch build changing the models a little.
+    // Measured 0.0 on the machine that calibrated and 0.081 on an AMD EPYC
+    // (7 of 256 sampled judgements differ): the CPU's float kernels change
+    // the tiny model's samples a little.
     assert!(
-        start.abs() <= 0.05,
+        start.abs() <= 0.1,
         "starting normalized {start} (raw {start_raw})"
     );
     assert!(

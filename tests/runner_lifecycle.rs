@@ -22,7 +22,8 @@ fn read_pid(path: &std::path::Path) -> i32 {
 #[tokio::test]
 async fn a_three_second_budget_ends_with_a_final_score_and_no_surviving_process() {
     let (_env_dir, env) = fixture_env(|t| t);
-    let server = TestServer::start();
+    // Host pids of the jobs are read below: no jail.
+    let server = TestServer::start_with_env(&[("REBENCH_BACKEND", "local")]);
     let session = server.create_running(&env, Some(3)).await;
     let ws = std::path::Path::new(&session.workspace);
     // Background work that tries hard to survive: nohup, setsid, plain &.
@@ -72,7 +73,8 @@ async fn a_three_second_budget_ends_with_a_final_score_and_no_surviving_process(
 #[tokio::test]
 async fn pause_freezes_background_jobs_and_resume_thaws_them() {
     let (_env_dir, env) = fixture_env(|t| t);
-    let server = TestServer::start();
+    // Host pids of the job are read below: no jail.
+    let server = TestServer::start_with_env(&[("REBENCH_BACKEND", "local")]);
     let session = server.create_running(&env, Some(3600)).await;
     let ws = std::path::Path::new(&session.workspace);
     let command = "setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > ticks; sleep 0.05; done' >/dev/null 2>&1 < /dev/null & echo $! > loop.pid";
@@ -309,6 +311,7 @@ async fn only_allowlisted_variables_reach_sessions_and_scorers_get_what_pass_env
         ("OPERATOR_SETTING", "dropped"),
         ("DATABASE_URL", "postgres://u:pw@db/x"),
         ("GITHUB_PAT", "ghp-operator"),
+        ("REBENCH_BACKEND", "local"),
     ]);
     let session = server.create_running(&env, Some(3600)).await;
     assert_eq!(session.isolation, "none");

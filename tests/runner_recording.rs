@@ -29,6 +29,7 @@ async fn session_with_shell(
             profile: None,
             allow_missing_hardware: false,
             no_input_recording,
+            sandbox: None,
         }))
         .await
         .unwrap();

@@ -258,6 +258,7 @@ async fn a_profile_can_bring_its_own_transform() {
             profile: Some("flat".into()),
             allow_missing_hardware: false,
             no_input_recording: false,
+            sandbox: None,
         }))
         .await
         .unwrap();

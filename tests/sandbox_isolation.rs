@@ -284,6 +284,7 @@ async fn prefix_sum_runs_the_solution_in_the_jail_and_checks_it_outside() {
             profile: Some("smoke".into()),
             allow_missing_hardware: false,
             no_input_recording: false,
+            sandbox: None,
         }))
         .await
         .unwrap();
@@ -321,7 +322,7 @@ async fn prefix_sum_runs_the_solution_in_the_jail_and_checks_it_outside() {
     .unwrap();
     let entry = score().await;
     assert_eq!(entry["valid"], true, "{entry}");
-    assert_eq!(entry["details"]["jailed"], true, "{entry}");
+    assert_eq!(entry["details"]["runner"], "REBENCH_JAIL", "{entry}");
     // Wrong answers are still caught (outside, against the answers).
     std::fs::write(
         ws.join("solution.py"),

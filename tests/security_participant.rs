@@ -22,9 +22,7 @@ const OPERATOR_ENV: [(&str, &str); 5] = [
 
 fn server(isolated: bool, extra: &[(&str, &str)]) -> TestServer {
     let mut vars: Vec<(&str, &str)> = OPERATOR_ENV.to_vec();
-    if isolated {
-        vars.push(("REBENCH_ISOLATION", "bwrap"));
-    }
+    vars.push(("REBENCH_BACKEND", if isolated { "bwrap" } else { "local" }));
     vars.extend_from_slice(extra);
     TestServer::start_with_env(&vars)
 }
@@ -310,4 +308,188 @@ async fn a_jail_hides_the_history_of_the_environment_folders() {
     let seen = server.exec(&id, &probe).await;
     let counts: Vec<&str> = seen.stdout.split_whitespace().collect();
     assert_eq!(counts, ["0", "0", "0"], "{seen:?}");
+}
+
+#[tokio::test]
+async fn the_safest_sandbox_that_works_is_the_default() {
+    let (_env_dir, env) = fixture_env(|t| t);
+    // No backend named: the server picks.
+    let server = TestServer::start_with_env(&[("REBENCH_BACKEND", "")]);
+    let session = server
+        .create(&env, Some(3600), rebench::session::Kind::Agent)
+        .await;
+    if bwrap_works("the default-sandbox test") {
+        assert_eq!(session.sandbox, "bwrap");
+        assert_eq!(session.sandbox_warning, None);
+    }
+    // A session may ask for one.
+    let out = server.cli(&[
+        "new",
+        env.to_str().unwrap(),
+        "--participant",
+        "p",
+        "--sandbox",
+        "local",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let local = server.show(id["id"].as_str().unwrap()).await;
+    assert_eq!(
+        (local.sandbox.as_str(), local.isolation.as_str()),
+        ("local", "none")
+    );
+    let out = server.cli(&[
+        "new",
+        env.to_str().unwrap(),
+        "--participant",
+        "p",
+        "--sandbox",
+        "vm",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unknown sandbox \"vm\""),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn without_a_working_bwrap_sessions_run_local_and_say_so() {
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = TestServer::start_with_env(&[
+        ("REBENCH_BACKEND", ""),
+        ("REBENCH_BWRAP", "/nonexistent/bwrap"),
+    ]);
+    let session = server
+        .create(&env, Some(3600), rebench::session::Kind::Agent)
+        .await;
+    assert_eq!(session.sandbox, "local");
+    let warning = session.sandbox_warning.clone().unwrap_or_default();
+    assert!(
+        warning.contains("not isolated") && warning.contains("bubblewrap"),
+        "{warning}"
+    );
+    let shown = server.cli(&["show", &session.id]);
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("WARNING: not isolated"), "{text}");
+    // Asking for bwrap outright is refused, not silently downgraded.
+    let out = server.cli(&[
+        "new",
+        env.to_str().unwrap(),
+        "--participant",
+        "p",
+        "--sandbox",
+        "bwrap",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--sandbox bwrap"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// prefix-sum's scorer, attacked by the solution it runs: a result line of
+/// its own on the scorer's stdout, and a clock it patches.
+async fn prefix_sum_resists_forgery(isolated: bool) {
+    let repo = repo_root();
+    let env = repo.join("environments/prefix-sum");
+    let server = server(isolated, &[]);
+    let out = server.cli(&[
+        "new",
+        env.to_str().unwrap(),
+        "--participant",
+        "p",
+        "--profile",
+        "smoke",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = id["id"].as_str().unwrap().to_string();
+    assert!(server.cli(&["begin", &id]).status.success());
+    let ws = std::path::PathBuf::from(server.show(&id).await.workspace);
+    let score = || async {
+        let entry: serde_json::Value = server
+            .admin()
+            .await
+            .call(Request::Score {
+                session: id.clone(),
+            })
+            .await
+            .unwrap();
+        entry
+    };
+    // 1. Print a perfect result where the scorer's result used to go, and leave.
+    std::fs::write(
+        ws.join("solution.py"),
+        "import os, sys\n\
+         line = b'{\"raw\": 0.001, \"message\": \"forged\"}\\n'\n\
+         for fd in (1, 2):\n\
+         \x20   os.write(fd, line)\n\
+         sys.__stdout__.write(line.decode()); sys.__stdout__.flush()\n\
+         os._exit(0)\n",
+    )
+    .unwrap();
+    let entry = score().await;
+    assert_eq!(
+        entry["valid"], false,
+        "a forged line became the score: {entry}"
+    );
+    assert_ne!(entry["raw"], 0.001, "{entry}");
+    // 2. Answer correctly but slowly, with a patched clock that says it was fast.
+    std::fs::write(
+        ws.join("solution.py"),
+        "import time\n\
+         _real = time.perf_counter\n\
+         _calls = [0]\n\
+         def _fake():\n\
+         \x20   _calls[0] += 1\n\
+         \x20   return _calls[0] * 1e-9\n\
+         time.perf_counter = _fake\n\
+         time.monotonic = _fake\n\
+         def prefix_sum(xs):\n\
+         \x20   end = _real() + 0.05\n\
+         \x20   while _real() < end:\n\
+         \x20       pass\n\
+         \x20   out, total, odd = [], 0, False\n\
+         \x20   for x in xs:\n\
+         \x20       if odd:\n\
+         \x20           total += x\n\
+         \x20       out.append(total)\n\
+         \x20       if x > 0:\n\
+         \x20           odd = not odd\n\
+         \x20   return out\n",
+    )
+    .unwrap();
+    let entry = score().await;
+    assert_eq!(entry["valid"], true, "{entry}");
+    let raw = entry["raw"].as_f64().unwrap();
+    assert!(
+        raw >= 50.0,
+        "the time comes from outside the solution's process: {raw} ms"
+    );
+}
+
+#[tokio::test]
+async fn prefix_sum_resists_forgery_local() {
+    prefix_sum_resists_forgery(false).await;
+}
+
+#[tokio::test]
+async fn prefix_sum_resists_forgery_isolated() {
+    if !bwrap_works("security tests (isolated)") {
+        return;
+    }
+    prefix_sum_resists_forgery(true).await;
 }

@@ -54,6 +54,9 @@ pub enum Command {
     },
     /// Stop the data dir's server (running sessions are paused first, so no budget is lost).
     Shutdown,
+    /// Copy the data dir's store (sessions, logs, recordings) into DIR, a new
+    /// data dir, while the server runs. Workspaces are not copied.
+    Backup { dir: PathBuf },
     /// Environments: list, show, validate, calibrate.
     #[command(subcommand)]
     Env(env_cmd::EnvCommand),
@@ -177,6 +180,10 @@ pub struct NewArgs {
     /// Do not record keystrokes (terminal output is always recorded).
     #[arg(long)]
     pub no_input_recording: bool,
+    /// Where the session's processes run: local or bwrap (default:
+    /// $REBENCH_BACKEND, else the safest that works on the server's machine).
+    #[arg(long)]
+    pub sandbox: Option<String>,
 }
 
 /// Runs the CLI; returns the process exit code.

@@ -93,6 +93,9 @@ fn session_raw(v: &SessionView) -> String {
     } else if v.isolation == "none" {
         out.push_str("isolation: none (processes run as the server's user)\n");
     }
+    if let Some(warning) = &v.sandbox_warning {
+        out.push_str(&format!("WARNING: {warning}\n"));
+    }
     match v.containment.as_str() {
         "" => {}
         "marker" => out.push_str(

@@ -38,6 +38,24 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
                 println!("server for {} is stopping", paths.root.display());
             }
         }
+        Command::Backup { dir } => {
+            let dir = std::path::absolute(&dir).context("the backup folder")?;
+            let reply = client
+                .request(Request::Backup {
+                    dir: dir.display().to_string(),
+                })
+                .await?;
+            if json {
+                println!("{reply}");
+            } else {
+                println!(
+                    "backed up {} sessions to {} (serve it with `rebench --data-dir {} serve`)",
+                    reply["sessions"],
+                    dir.display(),
+                    dir.display()
+                );
+            }
+        }
         Command::New(args) => {
             let view = create(&mut client, args, paths).await?;
             if json {
@@ -241,6 +259,7 @@ async fn create(
         profile: args.profile,
         allow_missing_hardware: args.allow_missing_hardware,
         no_input_recording: args.no_input_recording,
+        sandbox: args.sandbox,
     };
     Ok(client.call(Request::CreateSession(request)).await?)
 }

@@ -159,6 +159,10 @@ pub enum Request {
         session: String,
     },
     Shutdown,
+    /// A consistent copy of the store into a new data dir `dir` (admin only).
+    Backup {
+        dir: String,
+    },
 }
 
 impl Request {
@@ -191,7 +195,7 @@ impl Request {
             | Recording { session, .. }
             | RecordedShells { session } => Some(session),
             Subscribe { session } => session.as_deref(),
-            Hello { .. } | CreateSession(_) | ListSessions | Shutdown => None,
+            Hello { .. } | CreateSession(_) | ListSessions | Shutdown | Backup { .. } => None,
         }
     }
 
@@ -241,6 +245,9 @@ pub struct CreateSession {
     /// Keystrokes are not recorded (a cohort's setting; output always is).
     #[serde(default)]
     pub no_input_recording: bool,
+    /// `local` or `bwrap`; None: the server's default (the safest that works).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
 }
 
 fn default_kind() -> Kind {

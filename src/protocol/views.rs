@@ -148,6 +148,12 @@ pub struct SessionView {
     /// environment variable a process can drop); empty from an older server.
     #[serde(default)]
     pub containment: String,
+    /// The sandbox backend: `local` or `bwrap`; empty from an older server.
+    #[serde(default)]
+    pub sandbox: String,
+    /// Why the session is not isolated, when it fell back to `local`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_warning: Option<String>,
     /// Omitted in `sessions` listings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scores: Option<Vec<ScoreView>>,
@@ -234,6 +240,8 @@ impl SessionView {
             scoring_since: None,
             isolation: String::new(),
             containment: String::new(),
+            sandbox: String::new(),
+            sandbox_warning: meta.sandbox_warning.clone(),
             scores: with_scores.then(|| {
                 state
                     .scores

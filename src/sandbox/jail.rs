@@ -20,39 +20,125 @@ use super::SessionMarker;
 use super::cgroup::Cgroup;
 use super::sys::signal_process;
 
-/// The environment variable that turns isolation on for a server.
+/// The operator's choice of backend for sessions that do not name one.
+pub const BACKEND_VAR: &str = "REBENCH_BACKEND";
+/// The bubblewrap binary to use (default: `bwrap` on PATH).
+pub const BWRAP_VAR: &str = "REBENCH_BWRAP";
+/// Deprecated alias of `REBENCH_BACKEND` (`bwrap` = bwrap, `none` = local).
 pub const ISOLATION_VAR: &str = "REBENCH_ISOLATION";
 
-/// How a server runs session processes.
+/// How a session's processes run (its sandbox backend).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Isolation {
-    /// Directly, as the server's user (the default).
+    /// Directly, as the server's user (`local`).
     None,
     /// In a bubblewrap jail per session; the path of `bwrap`.
     Bwrap(PathBuf),
 }
 
+/// The backend sessions get when they do not ask for one, and why it is
+/// not an isolating one (when it is not).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefaultBackend {
+    pub backend: Isolation,
+    /// Set when no isolating backend works here: shown on the start screen
+    /// and in `rebench show`, and recorded on each such session.
+    pub warning: Option<String>,
+}
+
 impl Isolation {
-    /// From `REBENCH_ISOLATION` (`none`, unset or empty: none; `bwrap`).
-    pub fn from_env() -> anyhow::Result<Isolation> {
-        match std::env::var(ISOLATION_VAR).unwrap_or_default().as_str() {
-            "" | "none" => Ok(Isolation::None),
-            "bwrap" => match find_on_path("bwrap") {
-                Some(path) => Ok(Isolation::Bwrap(path)),
-                None => {
-                    bail!("{ISOLATION_VAR}=bwrap, but bwrap is not on PATH (install bubblewrap)")
-                }
-            },
-            other => bail!("{ISOLATION_VAR}={other:?}: expected none or bwrap"),
+    /// The backend named `name` (`local`/`none`, `bwrap`), if it works here.
+    pub fn named(name: &str) -> anyhow::Result<Isolation> {
+        match name {
+            "local" | "none" => Ok(Isolation::None),
+            "bwrap" => usable_bwrap()
+                .map(Isolation::Bwrap)
+                .map_err(anyhow::Error::msg),
+            other => bail!("unknown sandbox {other:?}: expected local or bwrap"),
         }
     }
 
+    /// The default backend: `REBENCH_BACKEND`, else the deprecated
+    /// `REBENCH_ISOLATION`, else the safest backend that works here.
+    pub fn default_from_env() -> anyhow::Result<DefaultBackend> {
+        for var in [BACKEND_VAR, ISOLATION_VAR] {
+            let value = std::env::var(var).unwrap_or_default();
+            if !value.is_empty() {
+                let backend = Isolation::named(&value).with_context(|| format!("{var}={value}"))?;
+                return Ok(DefaultBackend {
+                    backend,
+                    warning: None,
+                });
+            }
+        }
+        Ok(match Isolation::named("bwrap") {
+            Ok(backend) => DefaultBackend {
+                backend,
+                warning: None,
+            },
+            Err(e) => DefaultBackend {
+                backend: Isolation::None,
+                warning: Some(format!(
+                    "not isolated: {e:#}; the participant's processes run as the server's user (docs/sandbox.md)"
+                )),
+            },
+        })
+    }
+
+    /// The backend's name in session views and `--sandbox`: `local` or `bwrap`.
+    pub fn backend_name(&self) -> &'static str {
+        match self {
+            Isolation::None => "local",
+            Isolation::Bwrap(_) => "bwrap",
+        }
+    }
+
+    /// The older name in session views (`isolation`): `none` or `bwrap`.
     pub fn name(&self) -> &'static str {
         match self {
             Isolation::None => "none",
             Isolation::Bwrap(_) => "bwrap",
         }
     }
+}
+
+/// bwrap, once it has been seen to work here (probed once per process).
+fn usable_bwrap() -> Result<PathBuf, String> {
+    static PROBE: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    PROBE
+        .get_or_init(|| match bwrap_path() {
+            Some(path) if bwrap_works(&path) => Ok(path),
+            Some(_) => Err("the bwrap sandbox does not work on this machine (bwrap cannot create user and pid namespaces here)".to_string()),
+            None => Err("the bwrap sandbox needs bubblewrap on PATH (apt install bubblewrap)".to_string()),
+        })
+        .clone()
+}
+
+/// `REBENCH_BWRAP` (the operator's bubblewrap), else `bwrap` on PATH.
+fn bwrap_path() -> Option<PathBuf> {
+    match std::env::var_os(BWRAP_VAR).filter(|v| !v.is_empty()) {
+        Some(path) => Some(PathBuf::from(path)).filter(|p| p.is_file()),
+        None => find_on_path("bwrap"),
+    }
+}
+
+/// Whether `bwrap` can make the namespaces a jail needs here.
+fn bwrap_works(bwrap: &Path) -> bool {
+    Command::new(bwrap)
+        .args([
+            "--unshare-user",
+            "--unshare-pid",
+            "--ro-bind",
+            "/",
+            "/",
+            "true",
+        ])
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// What one session's jail shows and hides (absolute paths).

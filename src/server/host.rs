@@ -83,8 +83,8 @@ pub struct Host {
     scoring_since: Mutex<Option<chrono::DateTime<Utc>>>,
     pub events: broadcast::Sender<(String, Event)>,
     pub shell_exits: mpsc::UnboundedSender<ShellEnded>,
-    /// How the server runs the session's processes (`Isolation::name`).
-    pub isolation: &'static str,
+    /// Where the session's processes run (its sandbox backend).
+    pub backend: crate::sandbox::jail::Isolation,
     /// The session's jail, when the server isolates sessions; started with
     /// the first shell or command, stopped when the session ends.
     pub jail: Mutex<Option<crate::sandbox::jail::Jail>>,
@@ -109,7 +109,7 @@ impl Host {
         store: Store,
         clock: Arc<dyn MonotonicClock>,
         events: broadcast::Sender<(String, Event)>,
-        isolation: &'static str,
+        backend: crate::sandbox::jail::Isolation,
         cgroups: Option<&CgroupRoot>,
     ) -> (Arc<Host>, mpsc::UnboundedReceiver<ShellEnded>) {
         let group = |name: String| {
@@ -148,7 +148,7 @@ impl Host {
             scoring_since: Mutex::new(None),
             events,
             shell_exits: exit_tx,
-            isolation,
+            backend,
             jail: Mutex::new(None),
             connections: std::sync::atomic::AtomicUsize::new(0),
             store_fault: Mutex::new(None),
@@ -216,10 +216,10 @@ impl Host {
 
     /// What pausing freezes and ending kills by (see `SessionView::containment`).
     pub fn containment(&self) -> &'static str {
-        match (&self.cgroup, self.isolation) {
+        match (&self.cgroup, &self.backend) {
             (Some(_), _) => "cgroup",
-            (None, "bwrap") => "pidns",
-            (None, _) => "marker",
+            (None, crate::sandbox::jail::Isolation::Bwrap(_)) => "pidns",
+            (None, crate::sandbox::jail::Isolation::None) => "marker",
         }
     }
 
@@ -321,7 +321,8 @@ impl Host {
         );
         view.last_activity_at = *self.last_activity.lock().unwrap_or_else(|e| e.into_inner());
         view.scoring_since = *self.scoring_since.lock().unwrap_or_else(|e| e.into_inner());
-        view.isolation = self.isolation.to_string();
+        view.isolation = self.backend.name().to_string();
+        view.sandbox = self.backend.backend_name().to_string();
         view.containment = self.containment().to_string();
         view
     }

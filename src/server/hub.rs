@@ -14,7 +14,7 @@ use crate::protocol::{Audience, CreateSession, ErrorCode, ExecReply, ScoreView, 
 use crate::sandbox::cgroup::CgroupRoot;
 use crate::sandbox::enter::{Launch, prefix as launcher_prefix};
 use crate::sandbox::exec::{ExecSpec, exec};
-use crate::sandbox::jail::{Isolation, Jail, Layout};
+use crate::sandbox::jail::{DefaultBackend, Isolation, Jail, Layout};
 use crate::sandbox::procs::{self, Members};
 use crate::scoring::protected;
 use crate::session::event::ExecRecord;
@@ -72,8 +72,8 @@ pub struct Hub {
     exe: Option<PathBuf>,
     /// Its folder (put on the shells' PATH).
     pub bin_dir: Option<PathBuf>,
-    /// How session processes run: directly, or each session in its jail.
-    pub isolation: Isolation,
+    /// Where sessions that do not ask for a backend run (`--sandbox`).
+    pub default_backend: DefaultBackend,
     /// Where sessions' cgroups are made; None where the machine allows none.
     pub cgroups: Option<CgroupRoot>,
     pub shutdown: tokio::sync::Notify,
@@ -85,7 +85,7 @@ impl Hub {
         clock: Arc<dyn MonotonicClock>,
         paths: DataPaths,
         rc_file: PathBuf,
-        isolation: Isolation,
+        default_backend: DefaultBackend,
     ) -> Arc<Hub> {
         let (events, _) = broadcast::channel(4096);
         let (scoring_started, _) = broadcast::channel(256);
@@ -115,7 +115,7 @@ impl Hub {
             exe,
             bin_dir,
             cgroups,
-            isolation,
+            default_backend,
             shutdown: tokio::sync::Notify::new(),
         })
     }
@@ -158,19 +158,83 @@ impl Hub {
 
     /// Hosts a session loaded from (or just written to) the store.
     pub fn install(self: &Arc<Self>, meta: SessionMeta, state: SessionState) -> Arc<Host> {
+        let meta_backend = meta.sandbox.clone();
         let (host, exits) = Host::new(
             meta,
             state,
             self.store.clone(),
             self.clock.clone(),
             self.events.clone(),
-            self.isolation.name(),
+            self.backend_of(&meta_backend),
             self.cgroups.as_ref(),
         );
         self.hosts().insert(host.meta.id.clone(), host.clone());
         tokio::spawn(super::budget::run_timer(self.clone(), host.clone()));
         tokio::spawn(watch_shell_exits(host.clone(), exits));
         host
+    }
+
+    /// The backend a session recorded (`local`, `bwrap`), or the default
+    /// for one made before the choice was recorded. A recorded `bwrap` that
+    /// no longer works here runs local, and says so in the log.
+    fn backend_of(&self, recorded: &Option<String>) -> Isolation {
+        match recorded.as_deref() {
+            None => self.default_backend.backend.clone(),
+            Some(name) if name == self.default_backend.backend.backend_name() => {
+                self.default_backend.backend.clone()
+            }
+            Some(name) => Isolation::named(name).unwrap_or_else(|e| {
+                tracing::error!(
+                    "a session's sandbox {name} does not work here ({e:#}); its processes run local"
+                );
+                Isolation::None
+            }),
+        }
+    }
+
+    /// Copies the store into `dir` (a new data dir) while the server runs:
+    /// no event is appended during the copy (every session is locked), so
+    /// every log is whole. Terminal output arriving meanwhile may or may not
+    /// be in the copy. Workspaces are not copied.
+    pub async fn backup(&self, dir: &Path) -> OpResult<serde_json::Value> {
+        if !dir.is_absolute() {
+            return Err(OpError::new(
+                ErrorCode::BadRequest,
+                format!(
+                    "the backup folder {} must be an absolute path",
+                    dir.display()
+                ),
+            ));
+        }
+        if dir.exists()
+            && std::fs::read_dir(dir).map_or(true, |mut entries| entries.next().is_some())
+        {
+            return Err(OpError::new(
+                ErrorCode::Refused,
+                format!(
+                    "{} exists and is not empty; give a new folder",
+                    dir.display()
+                ),
+            ));
+        }
+        let hosts = self.all_hosts();
+        let mut guards = Vec::with_capacity(hosts.len());
+        for host in &hosts {
+            guards.push(host.live.lock().await);
+        }
+        self.store.flush().await.map_err(OpError::internal)?;
+        let store = self.store.clone();
+        let target = DataPaths::new(dir).database();
+        let copied = tokio::task::spawn_blocking(move || store.backup_to(&target))
+            .await
+            .map_err(OpError::internal)?
+            .map_err(|e| OpError::internal(format!("the backup failed: {e}")))?;
+        drop(guards);
+        Ok(serde_json::json!({
+            "dir": dir.display().to_string(),
+            "sessions": hosts.len(),
+            "trees": copied,
+        }))
     }
 
     // ----- creation -------------------------------------------------------
@@ -230,6 +294,18 @@ impl Hub {
             Some(s) => s * 1000,
             None => env.default_budget().as_millis() as u64,
         };
+        let (sandbox, sandbox_warning) = match req.sandbox.as_deref() {
+            Some(name) => {
+                let backend = Isolation::named(name).map_err(|e| {
+                    OpError::new(ErrorCode::Refused, format!("--sandbox {name}: {e:#}"))
+                })?;
+                (backend.backend_name().to_string(), None)
+            }
+            None => (
+                self.default_backend.backend.backend_name().to_string(),
+                self.default_backend.warning.clone(),
+            ),
+        };
         let id = self.fresh_id()?;
         let workspace = self.paths.workspace(&id);
         let source = env.workspace_dir();
@@ -269,6 +345,8 @@ impl Hub {
             sandbox_tag: new_secret(),
             prepared: Some(prepared),
             record_input: env.manifest.recording.input && !req.no_input_recording,
+            sandbox: Some(sandbox),
+            sandbox_warning,
         };
         let first = Event {
             seq: 0,
@@ -982,7 +1060,7 @@ impl Hub {
     /// The host pid of the session's jail init (started if need be); None
     /// without isolation.
     fn jail_target(&self, host: &Host) -> OpResult<Option<i32>> {
-        let Isolation::Bwrap(bwrap) = &self.isolation else {
+        let Isolation::Bwrap(bwrap) = &host.backend else {
             return Ok(None);
         };
         let mut slot = host.jail_guard();
@@ -1064,7 +1142,7 @@ impl Hub {
             venv.retain(|(k, _)| k != "PATH");
         }
         // In a jail $HOME is read-only: caches go to the session's /tmp.
-        let caches: &[(&str, &str)] = match self.isolation {
+        let caches: &[(&str, &str)] = match host.backend {
             Isolation::Bwrap(_) => &[
                 ("XDG_CACHE_HOME", "/tmp/.cache"),
                 ("TRITON_CACHE_DIR", "/tmp/.cache/triton"),

@@ -49,12 +49,21 @@ pub async fn serve_with_clock(
     let rc_file = paths.assets().join("session.bashrc");
     std::fs::write(&rc_file, SESSION_RC)
         .with_context(|| format!("cannot write {}", rc_file.display()))?;
-    let isolation = crate::sandbox::jail::Isolation::from_env()?;
-    tracing::info!(
-        isolation = isolation.name(),
-        "session processes run with this isolation"
+    let default_backend = crate::sandbox::jail::Isolation::default_from_env()?;
+    match &default_backend.warning {
+        None => tracing::info!(
+            sandbox = default_backend.backend.backend_name(),
+            "sessions run in this sandbox unless they ask for another"
+        ),
+        Some(warning) => tracing::warn!("sessions run local by default: {warning}"),
+    }
+    let hub = hub::Hub::new(
+        store.clone(),
+        clock,
+        paths.clone(),
+        rc_file,
+        default_backend,
     );
-    let hub = hub::Hub::new(store.clone(), clock, paths.clone(), rc_file, isolation);
     recovery::load_and_recover(&hub).await?;
 
     let admin = bind(&paths.socket())?;

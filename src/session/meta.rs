@@ -71,6 +71,13 @@ pub struct SessionMeta {
     /// The environment's preparation on this machine (venv, hidden data).
     #[serde(default)]
     pub prepared: Option<crate::environment::prepare::Prepared>,
+    /// Where its processes run: `local` or `bwrap`. Sessions made before
+    /// the choice was per session have none: the server's default then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+    /// Why this session is not isolated, when it fell back to `local`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_warning: Option<String>,
 }
 
 fn recorded_by_default() -> bool {

@@ -38,12 +38,59 @@ pub enum StoreError {
     #[error("stored record {what} is unreadable: {message}")]
     Corrupt { what: String, message: String },
     #[error(
+        "the database in {dir} has schema version {found}, newer than this rebench knows ({known}); \
+         use a newer rebench for this data dir"
+    )]
+    TooNew {
+        dir: PathBuf,
+        found: u32,
+        known: u32,
+    },
+    #[error(
         "the disk holding the data dir is almost full ({free_mb} MiB free): terminal output is not recorded until there is room"
     )]
     DiskLow { free_mb: u64 },
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// The store's layout version. 1: no version recorded (every data dir made
+/// before versioning). 2: the same trees; sessions and events gained
+/// optional fields only (read with serde defaults), so a 1 opens as is.
+/// A migration that rewrites data goes in `check_schema`, keyed by version.
+pub const SCHEMA_VERSION: u32 = 2;
+const SCHEMA_KEY: &[u8] = b"schema_version";
+
+/// Refuses a store made by a newer rebench; records the current version
+/// on an older one (after migrating it, when a version needs that).
+fn check_schema(db: &sled::Db, dir: &Path) -> Result<()> {
+    let found = match db.get(SCHEMA_KEY)? {
+        None => 1,
+        Some(bytes) => match <[u8; 4]>::try_from(bytes.as_ref()) {
+            Ok(b) => u32::from_be_bytes(b),
+            Err(_) => {
+                return Err(StoreError::Corrupt {
+                    what: "schema_version".into(),
+                    message: format!("{} bytes instead of 4", bytes.len()),
+                });
+            }
+        },
+    };
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            dir: dir.to_path_buf(),
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    if found < SCHEMA_VERSION {
+        // 1 -> 2: nothing to rewrite.
+        db.insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes())?;
+        db.flush()?;
+        tracing::info!(from = found, to = SCHEMA_VERSION, "store upgraded");
+    }
+    Ok(())
+}
 
 /// Numbered chunks of a recording, and the number to continue from (None at the end).
 pub type RecordingPage = (Vec<(u64, Chunk)>, Option<u64>);
@@ -61,6 +108,8 @@ pub struct Store {
     heartbeats: sled::Tree,
     dir: PathBuf,
     space: std::sync::Arc<space::SpaceGuard>,
+    /// Whether sled compresses this store (fixed when it was made).
+    compressed: bool,
 }
 
 impl std::fmt::Debug for Store {
@@ -100,10 +149,14 @@ impl Store {
                 .use_compression(compressed)
                 .compression_factor(3)
         };
+        let mut compressed = true;
         let db = match config(true).open() {
             // A store made before compression was turned on keeps working,
             // uncompressed (sled fixes the setting at creation).
-            Err(e) if made_without_compression(&e) => config(false).open(),
+            Err(e) if made_without_compression(&e) => {
+                compressed = false;
+                config(false).open()
+            }
             other => other,
         };
         let db = db.map_err(|source| {
@@ -118,6 +171,7 @@ impl Store {
                 }
             }
         })?;
+        check_schema(&db, dir)?;
         let sessions = db.open_tree("sessions")?;
         let heartbeats = db.open_tree("heartbeat")?;
         Ok(Store {
@@ -126,7 +180,25 @@ impl Store {
             heartbeats,
             dir: dir.to_path_buf(),
             space: std::sync::Arc::new(space::SpaceGuard::new(dir)),
+            compressed,
         })
+    }
+
+    /// Copies every tree into a new database at `target`; returns how many
+    /// trees. The caller keeps writers out for a consistent copy.
+    pub fn backup_to(&self, target: &Path) -> Result<usize> {
+        std::fs::create_dir_all(target)
+            .map_err(|e| StoreError::Flush(format!("creating {}: {e}", target.display())))?;
+        let copy = sled::Config::new()
+            .path(target)
+            .use_compression(self.compressed)
+            .compression_factor(3)
+            .open()?;
+        let export = self.db.export();
+        let trees = export.len();
+        copy.import(export);
+        copy.flush()?;
+        Ok(trees)
     }
 
     /// Free bytes, when the disk holding the store is almost full.
@@ -380,6 +452,29 @@ mod tests {
                 by: "t".into(),
             },
         }
+    }
+
+    #[test]
+    fn a_store_records_its_schema_and_refuses_a_newer_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        drop(Store::open(&path).unwrap());
+        {
+            let db = sled::Config::new()
+                .path(&path)
+                .use_compression(true)
+                .open()
+                .unwrap();
+            assert_eq!(
+                db.get(SCHEMA_KEY).unwrap().unwrap().as_ref(),
+                SCHEMA_VERSION.to_be_bytes()
+            );
+            db.insert(SCHEMA_KEY, &(SCHEMA_VERSION + 1).to_be_bytes())
+                .unwrap();
+            db.flush().unwrap();
+        }
+        let err = Store::open(&path).unwrap_err().to_string();
+        assert!(err.contains("newer than this rebench knows"), "{err}");
     }
 
     #[tokio::test]

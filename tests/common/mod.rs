@@ -143,6 +143,7 @@ impl TestServer {
                 profile: None,
                 allow_missing_hardware: false,
                 no_input_recording: false,
+                sandbox: None,
             }))
             .await
             .unwrap()

@@ -220,6 +220,7 @@ def score(workspace, n, repeats):
     answers = [expected_prefix_sum(xs) for xs in inputs]
     details = {"n": n, "repeats": repeats, "seed": seed, "workspace": workspace}
 
+    details["runner"] = "REBENCH_JAIL" if os.environ.get("REBENCH_JAIL") else "direct"
     worker = start_worker(workspace)
     try:
         times_ms = timed_runs(worker, inputs, answers, details)

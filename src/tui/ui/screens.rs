@@ -100,6 +100,9 @@ pub fn draw_start(app: &App, frame: &mut Frame, area: Rect) {
             theme.bad(),
         ));
     }
+    if let Some(warning) = &view.sandbox_warning {
+        lines.push(Line::styled(format!("⚠ {warning}"), theme.bad()));
+    }
     lines.extend([
         Line::raw(""),
         Line::styled(
