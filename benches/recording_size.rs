@@ -64,6 +64,7 @@ async fn main() -> anyhow::Result<()> {
             profile: None,
             allow_missing_hardware: true,
             no_input_recording: false,
+            sandbox: None,
         }))
         .await?;
     let session = view.id.clone();
