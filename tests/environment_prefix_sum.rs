@@ -74,7 +74,7 @@ fn scorer_times_starting_and_reference_solutions() {
     let start = score(&env, &start_ws);
     let start_raw = start["raw"].as_f64().unwrap_or_else(|| panic!("{start}"));
     assert!(start_raw > 0.0, "{start}");
-    assert_eq!(start["message"]["n"], 20000);
+    assert_eq!(start["message"]["n"], 100000);
     assert!(!start_ws.join("__pycache__").exists());
 
     let (_ref_tmp, ref_ws) = starting_workspace(&env);

@@ -12,11 +12,12 @@ prefix that starts participant code as a session process, inside the
 session's jail when it is isolated) loads solution.py and serves requests
 over its stdin/stdout pipes. For each timed run this scorer starts the
 clock, sends a fresh input, and stops the clock when the last byte of the
-answer is back; the answer is checked here. So the time covers moving the
-data in and out of the worker (about as long as one pass over the list in
-Python, in both the starting and the reference solution), nothing the
-worker says about time is believed, and nothing it writes can be taken for
-our result line.
+answer is back; the answer is checked here. Nothing the worker says about
+time is believed, and nothing it writes can be taken for our result line.
+Moving a list in and out of a process costs about as much as the function
+itself, so the same round trip is timed, interleaved, with a worker of
+this scorer's own that returns its input, and the raw score is the best
+round trip minus the best baseline round trip.
 
 Settings: workspace = argv[1], else $REBENCH_WORKSPACE, else the cwd;
 $PREFIX_SUM_N (array length, default 1000000); $PREFIX_SUM_REPEATS
@@ -26,9 +27,11 @@ $PREFIX_SUM_N (array length, default 1000000); $PREFIX_SUM_REPEATS
 import json
 import os
 import random
+import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 from array import array
 from time import perf_counter
 
@@ -144,12 +147,14 @@ class WorkerFailed(Exception):
 
 
 def read_exactly(pipe, count):
-    data = bytearray()
-    while len(data) < count:
-        chunk = pipe.read(count - len(data))
+    data = bytearray(count)
+    view = memoryview(data)
+    got = 0
+    while got < count:
+        chunk = pipe.readinto(view[got:])
         if not chunk:
             raise WorkerFailed("the solution's process exited before answering")
-        data += chunk
+        got += chunk
     return bytes(data)
 
 
@@ -172,44 +177,48 @@ def read_reply(pipe):
     return kind
 
 
-def start_worker(workspace):
-    prefix = json.loads(os.environ["REBENCH_JAIL"]) if os.environ.get("REBENCH_JAIL") else []
-    # Run by hand or by calibration (no prefix): none of rebench's variables.
+def start_worker(folder, prefix):
+    """The worker serving `folder`/solution.py, started through `prefix`."""
+    # None of rebench's variables (the jail's launcher drops them anyway).
     env = {k: v for k, v in os.environ.items() if not k.startswith("REBENCH_")}
-    argv = prefix + [sys.executable, "-B", "-c", WORKER, workspace]
-    return subprocess.Popen(
-        argv,
-        cwd=workspace,
+    worker = subprocess.Popen(
+        prefix + [sys.executable, "-B", "-c", WORKER, folder],
+        cwd=folder,
         env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=sys.stderr,
         bufsize=0,
     )
-
-
-def timed_runs(worker, inputs, answers, details):
-    """The time of each run, measured here from the first byte sent to the
-    last byte of the answer received; raises WorkerFailed."""
     if read_reply(worker.stdout) != b"R":
         raise WorkerFailed("the solution's process broke the protocol")
-    times_ms = []
-    for run, (xs, answer) in enumerate(zip(inputs, answers)):
-        request = struct.pack("<Q", len(xs)) + xs.tobytes()
-        start = perf_counter()
-        worker.stdin.write(request)
-        worker.stdin.flush()
-        if read_reply(worker.stdout) != b"O":
-            raise WorkerFailed("the solution's process broke the protocol")
-        data = read_exactly(worker.stdout, 8 * len(answer))
-        elapsed = perf_counter() - start
-        got = array("q")
-        got.frombytes(data)
-        if got != answer:
-            details["failed_run"] = run
-            raise WorkerFailed(first_mismatch(answer, got) or "wrong answer")
-        times_ms.append(elapsed * 1000.0)
-    return times_ms
+    return worker
+
+
+def round_trip(worker, xs):
+    """(ms, answer): timed here, from the first byte of the input sent to
+    the last byte of the answer received."""
+    request = struct.pack("<Q", len(xs)) + xs.tobytes()
+    start = perf_counter()
+    worker.stdin.write(request)
+    worker.stdin.flush()
+    if read_reply(worker.stdout) != b"O":
+        raise WorkerFailed("the solution's process broke the protocol")
+    data = read_exactly(worker.stdout, 8 * len(xs))
+    elapsed = perf_counter() - start
+    got = array("q")
+    got.frombytes(data)
+    return elapsed * 1000.0, got
+
+
+# The baseline: the same worker serving a solution that returns its input,
+# run by this scorer itself (not through REBENCH_JAIL: nothing of the
+# participant's can reach or see it). Its round trip is the cost of moving
+# the data in and out of a worker, which the participant cannot change.
+IDENTITY = "def prefix_sum(xs):\n    return xs\n"
+# A solution measured at or below the baseline scores as this (a log
+# transform needs a positive time).
+FLOOR_MS = 0.001
 
 
 def score(workspace, n, repeats):
@@ -219,21 +228,46 @@ def score(workspace, n, repeats):
     inputs = [random_int32s(rng, n) for _ in range(repeats)]
     answers = [expected_prefix_sum(xs) for xs in inputs]
     details = {"n": n, "repeats": repeats, "seed": seed, "workspace": workspace}
+    prefix = json.loads(os.environ["REBENCH_JAIL"]) if os.environ.get("REBENCH_JAIL") else []
+    details["runner"] = "REBENCH_JAIL" if prefix else "direct"
 
-    details["runner"] = "REBENCH_JAIL" if os.environ.get("REBENCH_JAIL") else "direct"
-    worker = start_worker(workspace)
+    baseline_dir = tempfile.mkdtemp(prefix="prefix-sum-baseline-")
+    workers = []
     try:
-        times_ms = timed_runs(worker, inputs, answers, details)
+        with open(os.path.join(baseline_dir, "solution.py"), "w") as f:
+            f.write(IDENTITY)
+        baseline = start_worker(baseline_dir, [])
+        workers.append(baseline)
+        worker = start_worker(workspace, prefix)
+        workers.append(worker)
+        times_ms, baseline_ms = [], []
+        for run, (xs, answer) in enumerate(zip(inputs, answers)):
+            # Interleaved, in alternating order, so that the machine's pace
+            # at the moment affects both alike.
+            if run % 2:
+                took, got = round_trip(worker, xs)
+                base, _ = round_trip(baseline, xs)
+            else:
+                base, _ = round_trip(baseline, xs)
+                took, got = round_trip(worker, xs)
+            if got != answer:
+                details["failed_run"] = run
+                raise WorkerFailed(first_mismatch(answer, got) or "wrong answer")
+            times_ms.append(took)
+            baseline_ms.append(base)
     except (WorkerFailed, BrokenPipeError) as e:
         details.update(getattr(e, "details", {}))
         message = str(e) if isinstance(e, WorkerFailed) else "the solution's process exited before answering"
         return {"raw": None, "message": {"error": message}, "details": details}
     finally:
-        worker.kill()
-        worker.wait()
-    best = min(times_ms)
-    details["times_ms"] = times_ms
-    return {"raw": best, "message": {"ms": round(best, 3), "n": n}, "details": details}
+        for w in workers:
+            w.kill()
+            w.wait()
+        shutil.rmtree(baseline_dir, ignore_errors=True)
+    best = max(min(times_ms) - min(baseline_ms), FLOOR_MS)
+    details.update(times_ms=times_ms, baseline_ms=baseline_ms)
+    message = {"ms": round(best, 3), "n": n, "round_trip_ms": round(min(times_ms), 3), "transfer_ms": round(min(baseline_ms), 3)}
+    return {"raw": best, "message": message, "details": details}
 
 
 def main():
