@@ -157,3 +157,74 @@ async fn keystrokes_are_not_recorded_when_input_recording_is_off() {
         "the session says input is not recorded"
     );
 }
+
+#[tokio::test]
+async fn a_flooding_shell_stops_being_recorded_at_the_quota_and_the_log_says_so() {
+    let server = TestServer::start_with_env(&[("REBENCH_RECORDING_QUOTA_MB", "1")]);
+    let (_env, session, mut driver, shell) = session_with_shell(&server, false).await;
+    // ~2.3 MB of output, more than the 1 MiB quota.
+    type_and_wait(
+        &mut driver,
+        &session,
+        shell,
+        "seq 1 350000; echo SEQ-$((1+1))-DONE\n",
+        "SEQ-2-DONE",
+    )
+    .await;
+    // The shell goes on, live.
+    type_and_wait(
+        &mut driver,
+        &session,
+        shell,
+        "echo after-$((2+2))\n",
+        "after-4",
+    )
+    .await;
+    let mut recorded_bytes = 0usize;
+    let mut kinds = std::collections::BTreeMap::<String, usize>::new();
+    let mut all = String::new();
+    let mut from = 0;
+    loop {
+        let page: RecordingPage = server
+            .admin()
+            .await
+            .call(Request::Recording {
+                session: session.clone(),
+                shell,
+                from,
+                limit: None,
+            })
+            .await
+            .unwrap();
+        for chunk in &page.chunks {
+            *kinds.entry(chunk.kind.clone()).or_default() += 1;
+            let data = b64_decode(&chunk.data).unwrap();
+            if chunk.kind == "output" || chunk.kind == "input" {
+                recorded_bytes += data.len();
+            }
+            all.push_str(&String::from_utf8_lossy(&data));
+        }
+        match page.next {
+            Some(next) => from = next,
+            None => break,
+        }
+    }
+    assert!(
+        recorded_bytes <= 1024 * 1024,
+        "{recorded_bytes} bytes recorded"
+    );
+    assert!(
+        recorded_bytes > 512 * 1024,
+        "recorded up to the quota: {recorded_bytes} {kinds:?} {:?}",
+        server.show(&session).await.notes
+    );
+    assert!(!all.contains("after-4"));
+    let view = server.show(&session).await;
+    assert!(
+        view.notes
+            .iter()
+            .any(|n| n.by == "rebench" && n.text.contains("recording quota (1 MiB) is used up")),
+        "{:?}",
+        view.notes
+    );
+}

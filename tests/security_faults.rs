@@ -136,3 +136,140 @@ async fn a_full_disk_pauses_the_session_and_it_resumes_when_space_returns() {
         view.active_s
     );
 }
+
+#[tokio::test]
+async fn descriptor_exhaustion_by_a_participant_leaves_the_operator_and_scorer_working() {
+    let (_env_dir, env) = fixture_env(|t| t);
+    // 600 descriptors: after the reserve of 512, participants get a few dozen.
+    let server = TestServer::start_with_nofile(600, &[("REBENCH_BACKEND", "local")]);
+    let session = server.create_running(&env, Some(3600)).await;
+    let creds: rebench::protocol::Credentials = server
+        .admin()
+        .await
+        .call(Request::Credentials {
+            session: session.id.clone(),
+        })
+        .await
+        .unwrap();
+    // Idle connections that never say hello, far more than the server allows.
+    let mut idle = Vec::new();
+    let mut refused = 0;
+    for _ in 0..400 {
+        match std::os::unix::net::UnixStream::connect(&creds.socket) {
+            Ok(stream) => idle.push(stream),
+            Err(_) => refused += 1,
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // The operator still gets in, and a score is taken and valid.
+    let entry: serde_json::Value = tokio::time::timeout(Duration::from_secs(20), async {
+        server
+            .admin()
+            .await
+            .call(Request::Score {
+                session: session.id.clone(),
+            })
+            .await
+            .unwrap()
+    })
+    .await
+    .expect("the admin socket answers");
+    assert_eq!(
+        entry["valid"], true,
+        "{entry} ({refused} refused at connect)"
+    );
+    let exec = server.exec(&session.id, "echo fine").await;
+    assert_eq!(exec.stdout.trim(), "fine");
+    // Past the cap, connections are told why.
+    use std::io::{BufRead, BufReader};
+    let last = idle.last().unwrap().try_clone().unwrap();
+    last.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut line = String::new();
+    let _ = BufReader::new(last).read_line(&mut line);
+    assert!(line.contains("connections open"), "{line:?}");
+    drop(idle);
+    let view = server.show(&session.id).await;
+    assert!(
+        view.scores.unwrap().iter().all(|s| s.valid != Some(false)),
+        "no infrastructure failure was recorded as an invalid score"
+    );
+}
+
+#[tokio::test]
+async fn a_scoring_run_cut_by_kill_minus_nine_leaves_nothing_behind() {
+    let (_env_dir, env) = fixture_env(|t| t.replace("timeout = \"2s\"", "timeout = \"60s\""));
+    // With a `hang` file in the workspace the scorer starts a detached
+    // process and takes its time.
+    std::fs::write(
+        env.join("score.sh"),
+        "#!/bin/sh\n\
+         if [ -e \"$REBENCH_WORKSPACE/hang\" ]; then\n\
+         \x20 setsid sh -c 'while :; do echo x >> \"$REBENCH_WORKSPACE/orphan-ticks\"; sleep 0.02; done' >/dev/null 2>&1 < /dev/null &\n\
+         \x20 sleep 30\n\
+         fi\n\
+         echo '{\"raw\": 1.0}'\n",
+    )
+    .unwrap();
+    let mut server = TestServer::start_with_env(&[("REBENCH_BACKEND", "local")]);
+    let session = server.create_running(&env, Some(3600)).await;
+    let ws = std::path::PathBuf::from(&session.workspace);
+    std::fs::write(ws.join("hang"), "").unwrap();
+    let admin = server.admin().await;
+    let id = session.id.clone();
+    let scoring = tokio::spawn(async move {
+        let mut admin = admin;
+        let _ = admin.request(Request::Score { session: id }).await;
+    });
+    let ticks = || std::fs::metadata(ws.join("orphan-ticks")).map_or(0, |m| m.len());
+    assert!(
+        wait_until(Duration::from_secs(10), || ticks() > 0),
+        "the scorer ran"
+    );
+    server.kill9();
+    scoring.abort();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(ticks() > 0);
+    // The orphan outlives the dead server only until the server is back.
+    server.spawn();
+    let _ = server.show(&session.id).await;
+    std::thread::sleep(Duration::from_millis(300));
+    let before = ticks();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        ticks(),
+        before,
+        "the scoring run's leftovers were killed at recovery"
+    );
+}
+
+#[tokio::test]
+async fn a_deleted_workspace_pauses_the_session_instead_of_spending_its_budget() {
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = TestServer::start_with_env(&[("REBENCH_BACKEND", "local")]);
+    let session = server.create_running(&env, Some(3600)).await;
+    std::fs::remove_dir_all(&session.workspace).unwrap();
+    // The next command fails, with a reason, and wakes the session's timer.
+    let refused = server
+        .admin()
+        .await
+        .request(Request::Exec {
+            session: session.id.clone(),
+            command: "true".into(),
+            timeout_s: Some(5.0),
+            cwd: None,
+        })
+        .await;
+    assert!(refused.is_err());
+    let paused = wait_until(Duration::from_secs(10), || {
+        let out = server.cli(&["show", &session.id, "--json"]);
+        serde_json::from_slice::<serde_json::Value>(&out.stdout)
+            .is_ok_and(|v| v["pause_reason"] == "technical_issue")
+    });
+    assert!(paused, "the session paused itself");
+    let view = server.show(&session.id).await;
+    let note = view.pauses.last().unwrap().note.clone().unwrap_or_default();
+    assert!(
+        note.contains("workspace") && note.contains("gone"),
+        "{note}"
+    );
+}

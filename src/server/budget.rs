@@ -15,6 +15,32 @@ const MAX_SLEEP: Duration = Duration::from_secs(30);
 /// How often a session that could not record tries again.
 const STORE_RETRY: Duration = Duration::from_secs(2);
 
+/// A running session whose workspace folder is gone can do nothing: it
+/// pauses (`technical_issue`) instead of spending its budget, until a
+/// proctor restores the folder and resumes it.
+async fn pause_without_workspace(hub: &Arc<Hub>, host: &Arc<Host>) {
+    if host.meta.workspace.is_dir() || host.live.lock().await.state.phase() != Phase::Running {
+        return;
+    }
+    let note = format!(
+        "the workspace {} is gone; the session paused itself until it is restored",
+        host.meta.workspace.display()
+    );
+    let actor = super::hub::Actor {
+        name: SYSTEM.into(),
+        audience: crate::protocol::Audience::Admin,
+    };
+    match hub
+        .pause(host.id(), PauseReason::TechnicalIssue, Some(note), &actor)
+        .await
+    {
+        Ok(_) => tracing::error!(session = %host.id(), "the workspace is gone: paused"),
+        Err(e) => {
+            tracing::error!(session = %host.id(), "the workspace is gone, and pausing failed: {e}")
+        }
+    }
+}
+
 /// Pauses a running session while the disk is almost full and resumes it
 /// when there is room again (only a pause the server made for that). True
 /// while the session waits for room.
@@ -122,6 +148,7 @@ pub async fn run_timer(hub: Arc<Hub>, host: Arc<Host>) {
             tokio::time::sleep(STORE_RETRY).await;
             continue;
         }
+        pause_without_workspace(&hub, &host).await;
         if follow_disk_space(&hub, &host).await {
             tokio::select! {
                 _ = tokio::time::sleep(STORE_RETRY) => {}

@@ -721,10 +721,28 @@ async fn open_shell(
     let id = host.next_shell_id();
     let clock_host = host.clone();
     let active: super::shells::ActiveClock = Arc::new(move || clock_host.active_ms());
+    let quota_host = host.clone();
     let recorder = super::shells::Recorder {
         store: hub.store.clone(),
         active,
         record_input: host.meta.record_input,
+        quota: host.recording_quota.clone(),
+        on_quota: Arc::new(move |limit| {
+            let host = quota_host.clone();
+            let text = format!(
+                "the session's recording quota ({} MiB) is used up: terminal output and input from here on are not recorded",
+                limit / (1024 * 1024)
+            );
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    host.append_quiet(crate::session::EventKind::Note {
+                        text,
+                        by: super::hub::SYSTEM.into(),
+                    })
+                    .await;
+                });
+            }
+        }),
     };
     let shell = ShellHost::spawn(&host.meta.id, id, &spec, recorder, host.shell_exits.clone())
         .map_err(|e| OpError::internal(format!("could not start a shell: {e:#}")))?;

@@ -94,6 +94,8 @@ pub struct Host {
     store_fault: Mutex<Option<StoreFault>>,
     /// Paused by the server because the disk ran low (resumed when it is not).
     pub disk_paused: std::sync::atomic::AtomicBool,
+    /// What its shells may still record (shared by all of them).
+    pub recording_quota: Arc<super::quota::RecordingQuota>,
     /// Participant connections open with this session's token.
     connections: std::sync::atomic::AtomicUsize,
     /// The session's cgroup, where the machine lets the server make one.
@@ -151,6 +153,9 @@ impl Host {
             backend,
             jail: Mutex::new(None),
             connections: std::sync::atomic::AtomicUsize::new(0),
+            recording_quota: Arc::new(super::quota::RecordingQuota::new(
+                super::quota::RecordingQuota::limit_from_env(),
+            )),
             store_fault: Mutex::new(None),
             disk_paused: std::sync::atomic::AtomicBool::new(false),
             cgroup,

@@ -1245,6 +1245,8 @@ impl Hub {
             stdin: None,
         };
         let result = exec(&spec).await.map_err(|e| {
+            // A vanished workspace pauses the session (see `budget`).
+            host.wake.notify_one();
             OpError::new(
                 ErrorCode::Refused,
                 format!("could not run the command: {e:#}"),

@@ -7,9 +7,10 @@ mod conn;
 pub mod host;
 pub mod hub;
 mod lock;
+pub mod quota;
 mod recovery;
 mod scoring;
-pub mod shells;
+mod shells;
 
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;

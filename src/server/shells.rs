@@ -49,6 +49,10 @@ pub struct Recorder {
     pub active: ActiveClock,
     /// Keystrokes too (output, resizes and the exit always are).
     pub record_input: bool,
+    /// The session's quota on recorded output and input.
+    pub quota: Arc<super::quota::RecordingQuota>,
+    /// Called once when the quota is first exceeded (with the limit).
+    pub on_quota: Arc<dyn Fn(u64) + Send + Sync>,
 }
 
 pub struct ShellHost {
@@ -59,6 +63,8 @@ pub struct ShellHost {
     active: ActiveClock,
     /// Keystrokes go into the recording only when the session records input.
     record_input: bool,
+    quota: Arc<super::quota::RecordingQuota>,
+    on_quota: Arc<dyn Fn(u64) + Send + Sync>,
     commands: std::sync::mpsc::Sender<PtyCommand>,
     screen: Mutex<Screen>,
 }
@@ -82,6 +88,8 @@ impl ShellHost {
             store,
             active,
             record_input,
+            quota,
+            on_quota,
         } = recorder;
         let (pty, mut reader) = PtyShell::spawn(spec)?;
         let pid = pty.pid().map(|p| p as i32);
@@ -117,6 +125,8 @@ impl ShellHost {
             store,
             active,
             record_input,
+            quota,
+            on_quota,
             commands: cmd_tx,
             screen: Mutex::new(Screen {
                 parser: vt100::Parser::new(spec.rows, spec.cols, SCROLLBACK_LINES),
@@ -148,6 +158,16 @@ impl ShellHost {
     }
 
     fn record_locked(&self, screen: &mut Screen, kind: ChunkKind, data: Vec<u8>) {
+        if matches!(kind, ChunkKind::Output | ChunkKind::Input) {
+            match self.quota.charge(data.len()) {
+                super::quota::Charge::Record => {}
+                super::quota::Charge::Skip => return,
+                super::quota::Charge::JustExceeded => {
+                    (self.on_quota)(self.quota.limit());
+                    return;
+                }
+            }
+        }
         let chunk = Chunk {
             kind,
             at: Utc::now(),

@@ -25,6 +25,8 @@ pub struct TestServer {
     pub child: Option<Child>,
     /// Extra variables in the server's environment (kept across restarts).
     pub env: Vec<(String, String)>,
+    /// A limit on the server's open descriptors (soft and hard), set with `prlimit`.
+    pub nofile: Option<u64>,
 }
 
 impl TestServer {
@@ -43,6 +45,7 @@ impl TestServer {
             dir,
             paths,
             child: None,
+            nofile: None,
             env: vars
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -62,6 +65,28 @@ impl TestServer {
             dir,
             paths: DataPaths::new(data),
             child: None,
+            nofile: None,
+            env: vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        server.spawn();
+        server
+    }
+
+    /// A server that may open at most `nofile` descriptors.
+    pub fn start_with_nofile(nofile: u64, vars: &[(&str, &str)]) -> TestServer {
+        let dir = tempfile::Builder::new()
+            .prefix("rb")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let paths = DataPaths::new(dir.path().join("data"));
+        let mut server = TestServer {
+            dir,
+            paths,
+            child: None,
+            nofile: Some(nofile),
             env: vars
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -73,7 +98,15 @@ impl TestServer {
 
     /// Starts the server process (again) and waits until it answers.
     pub fn spawn(&mut self) {
-        let child = Command::new(BIN)
+        let mut command = match self.nofile {
+            Some(limit) => {
+                let mut c = Command::new("prlimit");
+                c.arg(format!("--nofile={limit}:{limit}")).arg(BIN);
+                c
+            }
+            None => Command::new(BIN),
+        };
+        let child = command
             .args(["serve", "--data-dir"])
             .arg(&self.paths.root)
             .envs(self.env.iter().map(|(k, v)| (k, v)))

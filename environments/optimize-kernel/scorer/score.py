@@ -1,10 +1,26 @@
 """Official scorer for optimize-kernel (hidden from the participant).
 
 Draws fresh random int32 inputs (values in [-10, 10)) on the profile's
-device, runs the participant's `prefix_sum` from <workspace>/solution.py,
-requires output exactly equal to its own implementation (int32, same shape,
-same device) on every call, and reports the best time in milliseconds of
-the timed calls, each measured with the device synchronized before and after.
+device, has the participant's `prefix_sum` from <workspace>/solution.py
+compute them, requires output exactly equal to its own implementation
+(int32, same shape, same device) on every call, and reports the best time
+in milliseconds of the timed calls.
+
+The participant's code never runs in this process and never holds its stdout
+or the clock: a worker (run through $REBENCH_JAIL, the prefix that starts
+participant code as a session process, inside the session's jail when it is
+isolated) loads solution.py and serves requests over its stdin/stdout
+pipes. Edge cases go in as bytes and their answers come back as bytes,
+checked here. For a timed call this scorer starts the clock and sends a
+fresh seed; the worker draws the input from it on the device, calls
+prefix_sum, synchronizes and sends back a digest of the output (a weighted
+sum with weights drawn from the seed); the clock stops when the digest
+arrives and the digest is checked against this scorer's own answer. The
+same round trip is timed, interleaved, with a worker of this scorer's own
+whose prefix_sum returns its input, and the raw score is the median of the
+differences between each call and the baseline call next to it: the cost of drawing the input,
+the digest and the pipes is taken out, and nothing the worker says about
+time is believed.
 
 Protocol: the LAST stdout line is one JSON object
 {"raw": ms | null, "message": {...}, "details": {...}}; exit 0 whenever the
@@ -17,23 +33,19 @@ Settings (environment variables; the profiles set them):
   OPTIMIZE_KERNEL_WARMUP   untimed (but checked) calls first (default 3)
   OPTIMIZE_KERNEL_THREADS  torch CPU threads (default: torch's choice)
 The workspace is argv[1], else $REBENCH_WORKSPACE, else the cwd.
-
-In an isolated session (rebench sets $REBENCH_JAIL, the argv prefix that
-runs a command inside the session's jail) this scorer runs itself inside the
-jail, from its source text (its file is hidden there), and passes on the
-result line: the solution then runs where no hidden file exists. It needs
-no hidden data, so the whole check can run there.
 """
 
-import contextlib
-import importlib.util
 import json
 import os
 import random
+import shutil
+import statistics
+import struct
 import subprocess
 import sys
+import tempfile
 import traceback
-from time import perf_counter  # bound before participant code can patch `time`
+from time import perf_counter
 
 sys.dont_write_bytecode = True  # leave no __pycache__ in the workspace
 
@@ -108,30 +120,190 @@ def check_output(torch, x, got, expected):
         )
 
 
-def load_solution(workspace):
-    path = os.path.join(workspace, "solution.py")
+# The worker: argv = [folder, settings JSON]. fd 1 becomes the solution's
+# stderr; the protocol goes over private copies of stdin/stdout. Replies:
+# b"R" once loaded; to b"C" + n + n int32 (an edge case) b"O" + n int32; to
+# b"T" + seed + n (a timed call) b"D" + the int64 digest; b"E" + length +
+# JSON error, after which it exits.
+WORKER = r"""
+import json, importlib.util, os, struct, sys, traceback
+sys.dont_write_bytecode = True
+proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
+proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
+os.dup2(2, 1)
+devnull = os.open(os.devnull, os.O_RDONLY)
+os.dup2(devnull, 0)
+def read_exactly(count):
+    data = bytearray(count)
+    view = memoryview(data)
+    got = 0
+    while got < count:
+        chunk = proto_in.readinto(view[got:])
+        if not chunk:
+            os._exit(0)
+        got += chunk
+    return bytes(data)
+def fail(error, **extra):
+    data = json.dumps(dict(error=error, **extra)).encode()
+    proto_out.write(b"E" + struct.pack("<I", len(data)) + data)
+    sys.stderr.flush()
+    os._exit(0)
+folder, settings = sys.argv[1], json.loads(sys.argv[2])
+LOW, HIGH = settings["low"], settings["high"]
+try:
+    import torch
+except ImportError as e:
+    fail(f"torch is not importable by {sys.executable} ({e})")
+if settings["threads"]:
+    torch.set_num_threads(settings["threads"])
+device = torch.device(settings["device"])
+synchronize = torch.cuda.synchronize if settings["device"] == "cuda" else (lambda: None)
+try:
+    sys.path.insert(0, folder)
+    path = os.path.join(folder, "solution.py")
     if not os.path.isfile(path):
-        raise Invalid(f"no solution.py in {workspace}")
-    sys.path.insert(0, workspace)  # let solution.py import its own helpers
-    try:
-        spec = importlib.util.spec_from_file_location("solution", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    except Exception as e:
-        raise Invalid(f"could not load solution.py: {type(e).__name__}: {e}")
+        raise FileNotFoundError(f"no solution.py in {folder}")
+    spec = importlib.util.spec_from_file_location("solution", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     fn = getattr(module, "prefix_sum", None)
     if not callable(fn):
-        raise Invalid("solution.py does not define prefix_sum(x)")
-    return fn
-
-
-def call(fn, x):
+        raise AttributeError("solution.py does not define prefix_sum(x)")
+except Exception as e:
+    fail(f"could not load solution.py: {type(e).__name__}: {e}", traceback=traceback.format_exc())
+def call(x):
     try:
-        # Participant prints go to stderr so they cannot forge our last line.
-        with contextlib.redirect_stdout(sys.stderr):
-            return fn(x)
+        got = fn(x)
     except Exception as e:
-        raise Invalid(f"prefix_sum raised {type(e).__name__}: {e}")
+        fail(f"prefix_sum raised {type(e).__name__}: {e}", traceback=traceback.format_exc())
+    if not isinstance(got, torch.Tensor):
+        fail(f"wrong output: prefix_sum must return a torch.Tensor, got {type(got).__name__}")
+    if got.device != x.device:
+        fail(f"wrong device: output is on {got.device}, input was on {x.device}")
+    if got.dtype != torch.int32:
+        fail(f"wrong dtype: output is {got.dtype}, expected torch.int32")
+    if tuple(got.shape) != tuple(x.shape):
+        fail(f"wrong shape: output is {tuple(got.shape)}, expected {tuple(x.shape)}")
+    return got
+proto_out.write(b"R")
+# Buffers for the input, the weights and the digest, reused from call to
+# call: fresh allocations each time would add noise to every measurement.
+buffers = {}
+def buffer(name, n, dtype):
+    held = buffers.get(name)
+    if held is None or held.numel() != n:
+        held = buffers[name] = torch.empty(n, dtype=dtype, device=device)
+    return held
+while True:
+    kind = read_exactly(1)
+    if kind == b"C":
+        (n,) = struct.unpack("<Q", read_exactly(8))
+        x = torch.frombuffer(bytearray(read_exactly(4 * n)), dtype=torch.int32).to(device)
+        got = call(x)
+        synchronize()
+        proto_out.write(b"O" + got.cpu().numpy().tobytes())
+    elif kind == b"T":
+        seed, n = struct.unpack("<QQ", read_exactly(16))
+        generator = torch.Generator(device=device)
+        generator.manual_seed(seed)
+        x = torch.randint(LOW, HIGH, (n,), generator=generator, out=buffer("x", n, torch.int32))
+        weights = torch.randint(1, 1 << 20, (n,), generator=generator, out=buffer("w", n, torch.int64))
+        got = call(x)
+        product = torch.mul(got, weights, out=buffer("p", n, torch.int64))
+        digest = int(product.sum())
+        synchronize()
+        proto_out.write(b"D" + struct.pack("<q", digest))
+    else:
+        os._exit(0)
+"""
+
+# The baseline worker's solution: it returns its input as it is.
+IDENTITY = "def prefix_sum(x):\n    return x\n"
+# A solution measured at or below the baseline scores as this.
+FLOOR_MS = 0.0001
+
+
+class WorkerFailed(Invalid):
+    """The worker reported an error, died or broke the protocol."""
+
+
+def read_exactly(pipe, count):
+    data = bytearray(count)
+    view = memoryview(data)
+    got = 0
+    while got < count:
+        chunk = pipe.readinto(view[got:])
+        if not chunk:
+            raise WorkerFailed("the solution's process exited before answering")
+        got += chunk
+    return bytes(data)
+
+
+def read_reply(pipe, expected, details):
+    kind = read_exactly(pipe, 1)
+    if kind == b"E":
+        (length,) = struct.unpack("<I", read_exactly(pipe, 4))
+        if length > 1 << 20:
+            raise WorkerFailed("the solution's process broke the protocol")
+        try:
+            error = json.loads(read_exactly(pipe, length))
+            message = str(error["error"])
+        except (ValueError, KeyError, TypeError):
+            raise WorkerFailed("the solution's process broke the protocol")
+        if "traceback" in error:
+            details["traceback"] = error["traceback"]
+        raise WorkerFailed(message)
+    if kind != expected:
+        raise WorkerFailed("the solution's process broke the protocol (did it write to its stdout file descriptor?)")
+
+
+def start_worker(folder, prefix, settings, details):
+    # None of rebench's variables (the jail's launcher drops them anyway);
+    # the settings go as an argument for the same reason.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REBENCH_")}
+    worker = subprocess.Popen(
+        prefix + [sys.executable, "-B", "-c", WORKER, folder, json.dumps(settings)],
+        cwd=folder,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=sys.stderr,
+        bufsize=0,
+    )
+    read_reply(worker.stdout, b"R", details)
+    return worker
+
+
+def check_call(torch, worker, x, details):
+    """An edge case: its exact answer, checked here."""
+    values = x.cpu().contiguous()
+    n = values.numel()
+    worker.stdin.write(b"C" + struct.pack("<Q", n) + values.numpy().tobytes())
+    worker.stdin.flush()
+    read_reply(worker.stdout, b"O", details)
+    got = torch.frombuffer(bytearray(read_exactly(worker.stdout, 4 * n)), dtype=torch.int32)
+    check_output(torch, values, got, expected_prefix_sum(torch, values))
+
+
+def timed_call(worker, seed, n, details):
+    """(ms, digest): timed here, from sending the seed to the digest's arrival."""
+    request = b"T" + struct.pack("<QQ", seed, n)
+    start = perf_counter()
+    worker.stdin.write(request)
+    worker.stdin.flush()
+    read_reply(worker.stdout, b"D", details)
+    (digest,) = struct.unpack("<q", read_exactly(worker.stdout, 8))
+    return (perf_counter() - start) * 1000.0, digest
+
+
+def expected_digest(torch, device, seed, n):
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+    x = torch.randint(LOW, HIGH, (n,), dtype=torch.int32, device=device, generator=generator)
+    weights = torch.randint(1, 1 << 20, (n,), dtype=torch.int64, device=device, generator=generator)
+    # The digest of the worker's int32 output: int64 sums wrap alike.
+    expected = expected_prefix_sum(torch, x).to(torch.int32).to(torch.int64)
+    return int((expected * weights).sum())
 
 
 def score(workspace, details):
@@ -153,86 +325,74 @@ def score(workspace, details):
             raise Invalid(f"this profile times on a CUDA GPU, but torch {torch.__version__} sees none")
         details["gpu"] = torch.cuda.get_device_name(0)
     device = torch.device(device_name)
-    # Bound now, before participant code could replace them.
-    synchronize = torch.cuda.synchronize if device_name == "cuda" else (lambda: None)
-    randint = torch.randint
-
-    seed = int.from_bytes(os.urandom(8), "little") >> 1
-    details["seed"] = seed
-    generator = torch.Generator(device=device)
-    generator.manual_seed(seed)
-
-    def fresh(size):
-        return randint(LOW, HIGH, (size,), dtype=torch.int32, device=device, generator=generator)
 
     # Guard the scorer itself: its vectorized answer against the plain loop.
-    probe = fresh(2000)
+    probe = torch.randint(LOW, HIGH, (2000,), dtype=torch.int32)
     if expected_prefix_sum(torch, probe).tolist() != definition(probe.tolist()):
         raise RuntimeError("scorer self-check failed: expected_prefix_sum disagrees with the definition")
 
-    fn = load_solution(workspace)
-
+    settings = {"device": device_name, "threads": threads, "low": LOW, "high": HIGH}
+    prefix = json.loads(os.environ["REBENCH_JAIL"]) if os.environ.get("REBENCH_JAIL") else []
+    details["runner"] = "REBENCH_JAIL" if prefix else "direct"
+    seed = int.from_bytes(os.urandom(8), "little") >> 1
+    details["seed"] = seed
     rng = random.Random(seed)
-    edge_cases = [fresh(size) for size in EDGE_SIZES]
-    edge_cases.append(torch.zeros(5, dtype=torch.int32, device=device))
-    edge_cases.append(torch.full((9,), 3, dtype=torch.int32, device=device))
-    edge_cases.append(torch.tensor([rng.choice([-1, 1]) for _ in range(33)], dtype=torch.int32, device=device))
-    for x in edge_cases:
-        check_output(torch, x, call(fn, x.clone()), expected_prefix_sum(torch, x))
 
-    times_ms = []
-    for run in range(warmup + repeats):
-        x = fresh(n)  # a new input every call: nothing to cache between calls
-        expected = expected_prefix_sum(torch, x)
-        argument = x.clone()
-        synchronize()
-        start = perf_counter()
-        got = call(fn, argument)
-        synchronize()
-        elapsed = perf_counter() - start
-        try:
-            check_output(torch, x, got, expected)
-        except Invalid:
-            details["failed_call"] = run
-            raise
-        if run >= warmup:
-            times_ms.append(elapsed * 1000.0)
-        del x, expected, argument, got  # free device memory before the next input
-
-    best = min(times_ms)
-    details["times_ms"] = [round(t, 4) for t in times_ms]
-    details["median_ms"] = round(sorted(times_ms)[len(times_ms) // 2], 4)
-    return {"raw": best, "message": {"ms": round(best, 4), "n": n, "device": device_name}, "details": details}
-
-
-def score_in_jail(workspace, jail, details):
-    """This scorer run inside the session's jail; its result line passed on."""
-    with open(os.path.abspath(__file__), encoding="utf-8") as f:
-        source = f.read()
-    # None of rebench's variables inside (no REBENCH_JAIL: no recursion).
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REBENCH_")}
-    # The jail's launcher scrubs the environment: the settings go as an argument.
-    settings = {k: v for k, v in os.environ.items() if k.startswith("OPTIMIZE_KERNEL_")}
-    proc = subprocess.run(
-        jail + [sys.executable, "-B", "-c", source, workspace, json.dumps(settings)],
-        cwd=workspace, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-    )
-    lines = [line for line in proc.stdout.decode("utf-8", errors="replace").splitlines() if line.strip()]
+    baseline_dir = tempfile.mkdtemp(prefix="optimize-kernel-baseline-")
+    workers = []
     try:
-        result = json.loads(lines[-1])
-        if not isinstance(result, dict):
-            raise ValueError("not an object")
-    except (IndexError, ValueError):
-        raise Invalid(f"the scorer's run inside the jail gave no result (exit status {proc.returncode})")
-    result.setdefault("details", {})["jailed"] = True
-    return result
+        with open(os.path.join(baseline_dir, "solution.py"), "w") as f:
+            f.write(IDENTITY)
+        baseline = start_worker(baseline_dir, [], settings, {})
+        workers.append(baseline)
+        worker = start_worker(workspace, prefix, settings, details)
+        workers.append(worker)
+
+        edge_cases = [torch.randint(LOW, HIGH, (size,), dtype=torch.int32, generator=torch.Generator().manual_seed(rng.getrandbits(62))) for size in EDGE_SIZES]
+        edge_cases.append(torch.zeros(5, dtype=torch.int32))
+        edge_cases.append(torch.full((9,), 3, dtype=torch.int32))
+        edge_cases.append(torch.tensor([rng.choice([-1, 1]) for _ in range(33)], dtype=torch.int32))
+        for x in edge_cases:
+            check_call(torch, worker, x, details)
+
+        times_ms, baseline_ms = [], []
+        for run in range(warmup + repeats):
+            call_seed = rng.getrandbits(62)  # a new input every call: nothing to cache
+            # Interleaved, in alternating order, so that the machine's pace
+            # at the moment affects both alike.
+            if run % 2:
+                took, digest = timed_call(worker, call_seed, n, details)
+                base, _ = timed_call(baseline, call_seed, n, {})
+            else:
+                base, _ = timed_call(baseline, call_seed, n, {})
+                took, digest = timed_call(worker, call_seed, n, details)
+            if digest != expected_digest(torch, device, call_seed, n):
+                details["failed_call"] = run
+                raise Invalid(f"wrong answer (n={n}) on timed call {run}: the output differs from the expected one")
+            if run >= warmup:
+                times_ms.append(took)
+                baseline_ms.append(base)
+    except BrokenPipeError:
+        raise WorkerFailed("the solution's process exited before answering")
+    finally:
+        for w in workers:
+            w.kill()
+            w.wait()
+        shutil.rmtree(baseline_dir, ignore_errors=True)
+
+    # Each call against the baseline call next to it; the median of those
+    # differences stands up to a spike in either.
+    best = max(statistics.median(t - b for t, b in zip(times_ms, baseline_ms)), FLOOR_MS)
+    details["times_ms"] = [round(t, 4) for t in times_ms]
+    details["baseline_ms"] = [round(t, 4) for t in baseline_ms]
+    return {
+        "raw": best,
+        "message": {"ms": round(best, 4), "n": n, "device": device_name, "round_trip_ms": round(min(times_ms), 4), "baseline_ms": round(min(baseline_ms), 4)},
+        "details": details,
+    }
 
 
 def main():
-    if len(sys.argv) > 2:  # run inside the jail: the settings come as JSON
-        for name, value in json.loads(sys.argv[2]).items():
-            if name.startswith("OPTIMIZE_KERNEL_"):
-                os.environ[name] = str(value)
     if len(sys.argv) > 1:
         workspace = sys.argv[1]
     else:
@@ -240,13 +400,9 @@ def main():
     workspace = os.path.abspath(workspace)
     details = {"workspace": workspace}
     try:
-        jail = os.environ.get("REBENCH_JAIL")
-        if jail:
-            result = score_in_jail(workspace, json.loads(jail), details)
-        else:
-            result = score(workspace, details)
+        result = score(workspace, details)
     except Invalid as e:
-        if e.__context__ is not None:  # e.g. the participant's exception
+        if e.__context__ is not None and "traceback" not in details:
             details["traceback"] = "".join(traceback.format_exception(e.__context__))
         result = {"raw": None, "message": {"error": str(e)}, "details": details}
     except Exception as e:
@@ -254,8 +410,6 @@ def main():
         result = {"raw": None, "message": {"error": f"scorer error: {type(e).__name__}: {e}"}, "details": details}
     print(json.dumps(result), flush=True)
     sys.stderr.flush()
-    # Skip atexit hooks and lingering threads the solution may have started,
-    # so nothing can be printed after our result line.
     os._exit(0)
 
 
