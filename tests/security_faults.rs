@@ -214,21 +214,27 @@ async fn a_scoring_run_cut_by_kill_minus_nine_leaves_nothing_behind() {
     let session = server.create_running(&env, Some(3600)).await;
     let ws = std::path::PathBuf::from(&session.workspace);
     std::fs::write(ws.join("hang"), "").unwrap();
-    let admin = server.admin().await;
-    let id = session.id.clone();
-    let scoring = tokio::spawn(async move {
-        let mut admin = admin;
-        let _ = admin.request(Request::Score { session: id }).await;
-    });
+    // Sent, not awaited: the reply never comes (the server dies first).
+    let mut admin = server.admin().await;
+    admin
+        .send(Request::Score {
+            session: session.id.clone(),
+        })
+        .await
+        .unwrap();
     let ticks = || std::fs::metadata(ws.join("orphan-ticks")).map_or(0, |m| m.len());
     assert!(
         wait_until(Duration::from_secs(10), || ticks() > 0),
         "the scorer ran"
     );
     server.kill9();
-    scoring.abort();
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(ticks() > 0);
+    drop(admin);
+    // Still running with no server...
+    let at_kill = ticks();
+    assert!(
+        wait_until(Duration::from_secs(5), || ticks() > at_kill),
+        "the orphan kept running after the server died"
+    );
     // The orphan outlives the dead server only until the server is back.
     server.spawn();
     let _ = server.show(&session.id).await;
