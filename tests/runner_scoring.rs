@@ -197,22 +197,7 @@ async fn the_prefix_sum_environment_validates_and_scores() {
         eprintln!("SKIPPED: python3 not found; the prefix-sum scorer cannot run");
         return;
     }
-    let out = server.cli(&[
-        "new",
-        env.to_str().unwrap(),
-        "--participant",
-        "p",
-        "--profile",
-        "smoke",
-        "--json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let id: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let id = id["id"].as_str().unwrap().to_string();
+    let id = server.new_session_cli(&env, "smoke");
     let view = server.show(&id).await;
     let start = &view.scores.as_ref().unwrap()[0];
     assert_eq!(start.valid, Some(true), "{start:?}");

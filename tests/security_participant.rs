@@ -305,22 +305,7 @@ async fn a_jail_hides_the_history_of_the_environment_folders() {
     }
     let server = server(true, &[]);
     let env = repo.join("environments/prefix-sum");
-    let out = server.cli(&[
-        "new",
-        env.to_str().unwrap(),
-        "--participant",
-        "p",
-        "--profile",
-        "smoke",
-        "--json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let id: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let id = id["id"].as_str().unwrap().to_string();
+    let id = server.new_session_cli(&env, "smoke");
     assert!(server.cli(&["begin", &id]).status.success());
     let probe = format!(
         "ls -A {repo}/.git | wc -l; git -C {repo} show HEAD:environments/prefix-sum/reference/solution.py 2>&1 | grep -c prefix_sum; cat {env}/reference/solution.py 2>&1 | grep -c prefix_sum",
@@ -423,22 +408,7 @@ async fn prefix_sum_resists_forgery(isolated: bool) {
     let repo = repo_root();
     let env = repo.join("environments/prefix-sum");
     let server = server(isolated, &[]);
-    let out = server.cli(&[
-        "new",
-        env.to_str().unwrap(),
-        "--participant",
-        "p",
-        "--profile",
-        "smoke",
-        "--json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let id: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let id = id["id"].as_str().unwrap().to_string();
+    let id = server.new_session_cli(&env, "smoke");
     assert!(server.cli(&["begin", &id]).status.success());
     let ws = std::path::PathBuf::from(server.show(&id).await.workspace);
     let score = || async {

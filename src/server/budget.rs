@@ -15,6 +15,14 @@ const MAX_SLEEP: Duration = Duration::from_secs(30);
 /// How often a session that could not record tries again.
 const STORE_RETRY: Duration = Duration::from_secs(2);
 
+/// The runner itself, pausing and resuming on its own account.
+fn system() -> super::hub::Actor {
+    super::hub::Actor {
+        name: SYSTEM.into(),
+        audience: crate::protocol::Audience::Admin,
+    }
+}
+
 /// A running session whose workspace folder is gone can do nothing: it
 /// pauses (`technical_issue`) instead of spending its budget, until a
 /// proctor restores the folder and resumes it.
@@ -26,12 +34,13 @@ async fn pause_without_workspace(hub: &Arc<Hub>, host: &Arc<Host>) {
         "the workspace {} is gone; the session paused itself until it is restored",
         host.meta.workspace.display()
     );
-    let actor = super::hub::Actor {
-        name: SYSTEM.into(),
-        audience: crate::protocol::Audience::Admin,
-    };
     match hub
-        .pause(host.id(), PauseReason::TechnicalIssue, Some(note), &actor)
+        .pause(
+            host.id(),
+            PauseReason::TechnicalIssue,
+            Some(note),
+            &system(),
+        )
         .await
     {
         Ok(_) => tracing::error!(session = %host.id(), "the workspace is gone: paused"),
@@ -54,12 +63,13 @@ async fn follow_disk_space(hub: &Arc<Hub>, host: &Arc<Host>) -> bool {
                 "the disk holding the data dir is almost full ({} MiB free); the session paused itself until there is room",
                 free / (1024 * 1024)
             );
-            let actor = super::hub::Actor {
-                name: SYSTEM.into(),
-                audience: crate::protocol::Audience::Admin,
-            };
             match hub
-                .pause(host.id(), PauseReason::TechnicalIssue, Some(note), &actor)
+                .pause(
+                    host.id(),
+                    PauseReason::TechnicalIssue,
+                    Some(note),
+                    &system(),
+                )
                 .await
             {
                 Ok(_) => host.disk_paused.store(true, Ordering::Release),
@@ -78,14 +88,8 @@ async fn follow_disk_space(hub: &Arc<Hub>, host: &Arc<Host>) -> bool {
                 .state
                 .open_pause()
                 .is_some_and(|p| p.reason == PauseReason::TechnicalIssue && p.by == SYSTEM);
-            if ours {
-                let actor = super::hub::Actor {
-                    name: SYSTEM.into(),
-                    audience: crate::protocol::Audience::Admin,
-                };
-                if let Err(e) = hub.resume(host.id(), &actor).await {
-                    tracing::error!(session = %host.id(), "could not resume after the disk had room again: {e}");
-                }
+            if ours && let Err(e) = hub.resume(host.id(), &system()).await {
+                tracing::error!(session = %host.id(), "could not resume after the disk had room again: {e}");
             }
             false
         }

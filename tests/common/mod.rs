@@ -36,57 +36,31 @@ impl TestServer {
 
     /// A server whose environment also has `vars` (an operator's settings).
     pub fn start_with_env(vars: &[(&str, &str)]) -> TestServer {
-        let dir = tempfile::Builder::new()
-            .prefix("rb")
-            .tempdir_in("/tmp")
-            .unwrap();
-        let paths = DataPaths::new(dir.path().join("data"));
-        let mut server = TestServer {
-            dir,
-            paths,
-            child: None,
-            nofile: None,
-            env: vars
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        };
-        server.spawn();
-        server
+        Self::launch(None, vars, None)
     }
 
     /// A server whose data dir is `data` (on a disk a test controls).
     pub fn start_in(data: &Path, vars: &[(&str, &str)]) -> TestServer {
-        let dir = tempfile::Builder::new()
-            .prefix("rb")
-            .tempdir_in("/tmp")
-            .unwrap();
-        let mut server = TestServer {
-            dir,
-            paths: DataPaths::new(data),
-            child: None,
-            nofile: None,
-            env: vars
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        };
-        server.spawn();
-        server
+        Self::launch(Some(data), vars, None)
     }
 
     /// A server that may open at most `nofile` descriptors.
     pub fn start_with_nofile(nofile: u64, vars: &[(&str, &str)]) -> TestServer {
+        Self::launch(None, vars, Some(nofile))
+    }
+
+    /// The data dir is `data`, else a fresh one in the server's temp dir.
+    fn launch(data: Option<&Path>, vars: &[(&str, &str)], nofile: Option<u64>) -> TestServer {
         let dir = tempfile::Builder::new()
             .prefix("rb")
             .tempdir_in("/tmp")
             .unwrap();
-        let paths = DataPaths::new(dir.path().join("data"));
+        let paths = DataPaths::new(data.map_or_else(|| dir.path().join("data"), Path::to_path_buf));
         let mut server = TestServer {
             dir,
             paths,
             child: None,
-            nofile: Some(nofile),
+            nofile,
             env: vars
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -162,6 +136,26 @@ impl TestServer {
             .args(args)
             .output()
             .unwrap()
+    }
+
+    /// `rebench new ENV --profile PROFILE` through the CLI; the new session's id.
+    pub fn new_session_cli(&self, env: &Path, profile: &str) -> String {
+        let out = self.cli(&[
+            "new",
+            env.to_str().unwrap(),
+            "--participant",
+            "p",
+            "--profile",
+            profile,
+            "--json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let id: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        id["id"].as_str().unwrap().to_string()
     }
 
     /// Creates a session (starting score taken) and returns its view.
