@@ -485,3 +485,52 @@ async fn prefix_sum_resists_forgery_isolated() {
     }
     prefix_sum_resists_forgery(true).await;
 }
+
+/// Scorers see only the operator's variables their manifest grants: every
+/// `REBENCH_*` variable a bundled scorer reads that rebench does not set
+/// itself must be in its `[scoring] pass_env`, or the scorer breaks.
+#[test]
+fn every_bundled_scorer_is_granted_the_operator_variables_it_reads() {
+    const SET_BY_REBENCH: [&str; 6] = [
+        "REBENCH_WORKSPACE",
+        "REBENCH_PROFILE",
+        "REBENCH_ENV_DIR",
+        "REBENCH_JAIL",
+        "REBENCH_PREPARED",
+        "REBENCH_SANDBOX",
+    ];
+    let root = repo_root().join("environments");
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let dir = entry.unwrap().path();
+        let Ok(env) = rebench::environment::Environment::load(&dir) else {
+            continue;
+        };
+        let granted = &env.scoring(None).unwrap().pass_env;
+        let mut sources = Vec::new();
+        for sub in ["scorer", "workspace/rcc"] {
+            if let Ok(files) = std::fs::read_dir(dir.join(sub)) {
+                sources.extend(files.filter_map(|f| f.ok()).map(|f| f.path()));
+            }
+        }
+        for file in sources
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "py"))
+        {
+            let text = std::fs::read_to_string(file).unwrap();
+            for (at, _) in text.match_indices("\"REBENCH_") {
+                let name: String = text[at + 1..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                    .collect();
+                if name.len() > "REBENCH_".len() && !SET_BY_REBENCH.contains(&name.as_str()) {
+                    assert!(
+                        granted.contains(&name),
+                        "{} reads {name}, which {} does not grant in pass_env",
+                        file.display(),
+                        env.id()
+                    );
+                }
+            }
+        }
+    }
+}
