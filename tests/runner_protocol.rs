@@ -499,3 +499,25 @@ async fn a_driver_too_slow_for_the_output_is_dropped_told_and_can_take_the_shell
         &screen[screen.len().saturating_sub(300)..]
     );
 }
+
+#[tokio::test]
+async fn shutdown_always_answers_before_the_server_goes() {
+    let mut server = TestServer::start();
+    for round in 0..5 {
+        let mut stream = UnixStream::connect(server.paths.socket()).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let hello = raw_exchange(
+            &mut stream,
+            r#"{"id":1,"op":"hello","version":1,"client":"raw"}"#,
+        );
+        assert_eq!(hello["type"], "response", "{hello}");
+        let reply = raw_exchange(&mut stream, r#"{"id":2,"op":"shutdown"}"#);
+        assert_eq!(reply["result"]["stopping"], true, "round {round}: {reply}");
+        if let Some(mut child) = server.child.take() {
+            let _ = child.wait();
+        }
+        server.spawn();
+    }
+}

@@ -425,7 +425,15 @@ impl Conn {
             }
             Request::Shutdown => {
                 Self::reply(&tx, id, Ok(serde_json::json!({"stopping": true})));
-                hub.shutdown.notify_one();
+                // Stop once the reply is on its way: the writer drains the
+                // queue first, and the server may exit right after.
+                tokio::spawn(async move {
+                    let drained = tx.reserve_many(tx.max_capacity());
+                    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drained).await;
+                    // The writer took the reply; let it finish writing.
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    hub.shutdown.notify_one();
+                });
             }
             other => {
                 // Everything else may take a while (scoring, exec): run it beside the connection.
