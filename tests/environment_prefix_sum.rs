@@ -79,14 +79,22 @@ fn scorer_times_starting_and_reference_solutions() {
 
     let (_ref_tmp, ref_ws) = starting_workspace(&env);
     overlay(&env.reference_dir().unwrap(), &ref_ws).unwrap();
-    let reference = score(&env, &ref_ws);
-    let ref_raw = reference["raw"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{reference}"));
-    assert!(
-        ref_raw > 0.0 && ref_raw < start_raw,
-        "start {start} reference {reference}"
-    );
+    // Timings vary on a loaded machine: the best of up to three runs.
+    let mut tries = Vec::new();
+    let mut ref_raw = f64::INFINITY;
+    for _ in 0..3 {
+        let reference = score(&env, &ref_ws);
+        let raw = reference["raw"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{reference}"));
+        assert!(raw > 0.0, "{reference}");
+        ref_raw = ref_raw.min(raw);
+        tries.push(reference);
+        if ref_raw < start_raw {
+            break;
+        }
+    }
+    assert!(ref_raw < start_raw, "start {start} references {tries:?}");
 }
 
 #[test]

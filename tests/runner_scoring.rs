@@ -208,10 +208,20 @@ async fn the_prefix_sum_environment_validates_and_scores() {
         &env.join("reference"),
         std::path::Path::new(&view.workspace),
     );
-    let out = server.cli(&["score", &id, "--json"]);
-    let entry: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(entry["valid"], true, "{entry}");
-    assert!(entry["normalized"].as_f64().unwrap() > 0.5, "{entry}");
+    // Timings on a loaded 2-core machine (tests run in parallel) vary; the
+    // session counts its best score, and so does this check, over a few tries.
+    let mut entries = Vec::new();
+    for _ in 0..4 {
+        let out = server.cli(&["score", &id, "--json"]);
+        let entry: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(entry["valid"], true, "{entry}");
+        let good = entry["normalized"].as_f64().unwrap() > 0.5;
+        entries.push(entry);
+        if good {
+            return;
+        }
+    }
+    panic!("the reference never scored above 0.5: {entries:?}");
 }
 
 fn which(program: &str) -> Option<std::path::PathBuf> {
