@@ -467,8 +467,10 @@ async fn prefix_sum_resists_forgery(isolated: bool) {
     let entry = score().await;
     assert_eq!(entry["valid"], true, "{entry}");
     let raw = entry["raw"].as_f64().unwrap();
+    // 50 ms of work a call (less the noise of the baseline subtraction);
+    // the patched clock would claim next to nothing.
     assert!(
-        raw >= 50.0,
+        raw >= 40.0,
         "the time comes from outside the solution's process: {raw} ms"
     );
 }
