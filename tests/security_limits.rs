@@ -75,14 +75,7 @@ async fn one_token_cannot_hold_unbounded_connections_and_admin_still_works() {
     // The operator and the scorer are not starved.
     let view = server.show(&session.id).await;
     assert_eq!(view.state, "running");
-    let entry: serde_json::Value = server
-        .admin()
-        .await
-        .call(Request::Score {
-            session: session.id.clone(),
-        })
-        .await
-        .unwrap();
+    let entry = server.score(&session.id).await;
     assert_eq!(entry["valid"], true, "{entry}");
     // Closing connections gives the slots back.
     held.truncate(60);

@@ -10,7 +10,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::*;
-use rebench::protocol::Request;
 
 const OPERATOR_ENV: [(&str, &str); 5] = [
     ("OPENAI_API_KEY", "sk-operator-openai"),
@@ -97,14 +96,7 @@ async fn participant_code_in_a_scorer_gets_no_secret(isolated: bool) {
     // (documented as unsafe): there the code's own environment is checked.
     let probe = if isolated { PROC_PROBE } else { "env" };
     std::fs::write(ws.join("probe.sh"), probe).unwrap();
-    let entry: serde_json::Value = server
-        .admin()
-        .await
-        .call(Request::Score {
-            session: session.id.clone(),
-        })
-        .await
-        .unwrap();
+    let entry = server.score(&session.id).await;
     let text = entry.to_string();
     assert!(
         text.contains("granted=True"),
@@ -256,14 +248,7 @@ echo '{"raw": 1.0}'
     let server = server(isolated, &[]);
     let session = server.create_running(&env, Some(3600)).await;
     let ws = Path::new(&session.workspace);
-    let entry: serde_json::Value = server
-        .admin()
-        .await
-        .call(Request::Score {
-            session: session.id.clone(),
-        })
-        .await
-        .unwrap();
+    let entry = server.score(&session.id).await;
     assert_eq!(entry["valid"], true, "{entry}");
     for file in ["participant-ticks", "scorer-ticks"] {
         // Appended to, so a kill mid-write never empties it.
@@ -411,17 +396,6 @@ async fn prefix_sum_resists_forgery(isolated: bool) {
     let id = server.new_session_cli(&env, "smoke");
     assert!(server.cli(&["begin", &id]).status.success());
     let ws = std::path::PathBuf::from(server.show(&id).await.workspace);
-    let score = || async {
-        let entry: serde_json::Value = server
-            .admin()
-            .await
-            .call(Request::Score {
-                session: id.clone(),
-            })
-            .await
-            .unwrap();
-        entry
-    };
     // 1. Print a perfect result where the scorer's result used to go, and leave.
     std::fs::write(
         ws.join("solution.py"),
@@ -433,7 +407,7 @@ async fn prefix_sum_resists_forgery(isolated: bool) {
          os._exit(0)\n",
     )
     .unwrap();
-    let entry = score().await;
+    let entry = server.score(&id).await;
     assert_eq!(
         entry["valid"], false,
         "a forged line became the score: {entry}"
@@ -464,7 +438,7 @@ async fn prefix_sum_resists_forgery(isolated: bool) {
          \x20   return out\n",
     )
     .unwrap();
-    let entry = score().await;
+    let entry = server.score(&id).await;
     assert_eq!(entry["valid"], true, "{entry}");
     let raw = entry["raw"].as_f64().unwrap();
     // 50 ms of work a call (less the noise of the baseline subtraction);

@@ -176,6 +176,17 @@ impl TestServer {
             .unwrap()
     }
 
+    /// Takes a score now through the admin socket; the score view.
+    pub async fn score(&self, session: &str) -> serde_json::Value {
+        self.admin()
+            .await
+            .call(Request::Score {
+                session: session.into(),
+            })
+            .await
+            .unwrap()
+    }
+
     /// Runs `command` in the session through the admin socket (20 s limit).
     pub async fn exec(&self, session: &str, command: &str) -> rebench::protocol::ExecReply {
         self.admin()
