@@ -510,3 +510,29 @@ fn every_bundled_scorer_is_granted_the_operator_variables_it_reads() {
         }
     }
 }
+
+/// With no sandbox named, a participant's command cannot reach the admin
+/// socket (and so cannot extend its own budget) or the store: the default
+/// backend isolates wherever it can. Old main defaulted to no isolation.
+#[tokio::test]
+async fn by_default_a_participant_cannot_reach_the_admin_socket_or_extend_itself() {
+    if !bwrap_works("security tests (default sandbox)") {
+        return;
+    }
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = TestServer::start_with_env(&[("REBENCH_BACKEND", "")]);
+    let session = server.create_running(&env, Some(3600)).await;
+    let data = server.paths.root.display().to_string();
+    let attack = format!(
+        "rebench --data-dir {data} extend {id} --by 10h --reason mine 2>&1; \
+         test -S {data}/rebench.sock && echo ADMIN-SOCKET; \
+         test -e {data}/db && echo STORE; true",
+        id = session.id
+    );
+    let seen = server.exec(&session.id, &attack).await;
+    assert!(!seen.stdout.contains("ADMIN-SOCKET"), "{seen:?}");
+    assert!(!seen.stdout.contains("STORE"), "{seen:?}");
+    let view = server.show(&session.id).await;
+    assert!(view.extensions.is_empty(), "{seen:?}");
+    assert_eq!(view.budget_s, 3600.0);
+}

@@ -34,20 +34,25 @@ async fn pause_without_workspace(hub: &Arc<Hub>, host: &Arc<Host>) {
         "the workspace {} is gone; the session paused itself until it is restored",
         host.meta.workspace.display()
     );
-    match hub
+    pause_itself(hub, host, note).await;
+}
+
+/// Pauses a running session on the runner's own account
+/// (`technical_issue`, the note says why); whether it worked.
+async fn pause_itself(hub: &Arc<Hub>, host: &Arc<Host>, note: String) -> bool {
+    let paused = hub
         .pause(
             host.id(),
             PauseReason::TechnicalIssue,
-            Some(note),
+            Some(note.clone()),
             &system(),
         )
-        .await
-    {
-        Ok(_) => tracing::error!(session = %host.id(), "the workspace is gone: paused"),
-        Err(e) => {
-            tracing::error!(session = %host.id(), "the workspace is gone, and pausing failed: {e}")
-        }
+        .await;
+    match &paused {
+        Ok(_) => tracing::error!(session = %host.id(), "paused: {note}"),
+        Err(e) => tracing::error!(session = %host.id(), "could not pause ({note}): {e}"),
     }
+    paused.is_ok()
 }
 
 /// Pauses a running session while the disk is almost full and resumes it
@@ -63,19 +68,8 @@ async fn follow_disk_space(hub: &Arc<Hub>, host: &Arc<Host>) -> bool {
                 "the disk holding the data dir is almost full ({} MiB free); the session paused itself until there is room",
                 free / (1024 * 1024)
             );
-            match hub
-                .pause(
-                    host.id(),
-                    PauseReason::TechnicalIssue,
-                    Some(note),
-                    &system(),
-                )
-                .await
-            {
-                Ok(_) => host.disk_paused.store(true, Ordering::Release),
-                Err(e) => {
-                    tracing::error!(session = %host.id(), "could not pause for the full disk: {e}")
-                }
+            if pause_itself(hub, host, note).await {
+                host.disk_paused.store(true, Ordering::Release);
             }
             true
         }

@@ -74,6 +74,9 @@ pub struct Hub {
     pub bin_dir: Option<PathBuf>,
     /// Where sessions that do not ask for a backend run (`--sandbox`).
     pub default_backend: DefaultBackend,
+    /// The server's allowlisted variables (`sandbox::environ`), read once:
+    /// the base of every session process's and scorer's environment.
+    pub base_env: Vec<(String, String)>,
     /// Where sessions' cgroups are made; None where the machine allows none.
     pub cgroups: Option<CgroupRoot>,
     pub shutdown: tokio::sync::Notify,
@@ -115,6 +118,7 @@ impl Hub {
             exe,
             bin_dir,
             cgroups,
+            base_env: crate::sandbox::environ::passed_from_here(),
             default_backend,
             shutdown: tokio::sync::Notify::new(),
         })
@@ -728,6 +732,7 @@ impl Hub {
         };
         let jail = self.scorer_jail(host);
         let entry = take_score(
+            &self.base_env,
             &host.meta,
             phase,
             by,
@@ -1166,9 +1171,11 @@ impl Hub {
         .chain(venv)
         .chain(caches.iter().map(|(k, v)| (k.to_string(), v.to_string())))
         .collect();
-        let mut env: Vec<(String, String)> = crate::sandbox::environ::passed_from_here()
-            .into_iter()
+        let mut env: Vec<(String, String)> = self
+            .base_env
+            .iter()
             .filter(|(name, _)| !own.iter().any(|(k, _)| k == name))
+            .cloned()
             .collect();
         env.extend(own);
         env

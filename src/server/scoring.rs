@@ -31,12 +31,12 @@ pub fn scoring_marker(host: &super::host::Host) -> SessionMarker {
     SessionMarker::new(format!("{}.scoring", host.meta.sandbox_tag))
 }
 
-/// The scorer's whole environment: the allowlisted base (`sandbox::environ`),
+/// The scorer's whole environment: the allowlisted `base` (`sandbox::environ`),
 /// the variables its manifest grants by name (`pass_env`), the protocol's
 /// three, the profile's, and the environment's preparation (its venv first
 /// on PATH, `REBENCH_PREPARED`).
-pub fn scorer_env(meta: &SessionMeta) -> Vec<(String, String)> {
-    let mut vars = environ::passed_from_here();
+pub fn scorer_env(base: &[(String, String)], meta: &SessionMeta) -> Vec<(String, String)> {
+    let mut vars = base.to_vec();
     vars.extend(environ::granted_from_here(&meta.scoring.pass_env));
     vars.extend(meta.scoring.scorer_env(&meta.env_dir, &meta.workspace));
     if let Some(prepared) = &meta.prepared {
@@ -63,6 +63,7 @@ pub fn scorer_env(meta: &SessionMeta) -> Vec<(String, String)> {
 /// them): the participant's workspace is not to blame and nothing should
 /// be recorded as their score.
 pub async fn take_score(
+    base_env: &[(String, String)],
     meta: &SessionMeta,
     phase: ScorePhase,
     requested_by: &str,
@@ -90,7 +91,7 @@ pub async fn take_score(
         Err(protected::Refusal::Infrastructure(message)) => return Err(message),
     }
     let jail = jail?;
-    let mut env = scorer_env(meta);
+    let mut env = scorer_env(base_env, meta);
     env.push((
         JAIL_VAR.to_string(),
         serde_json::Value::from(jail).to_string(),
