@@ -63,6 +63,12 @@ async fn check_sessions(server: &TestServer) {
 
     let riley = server.show(RUNNING).await;
     assert_eq!(riley.participant, "riley");
+    // The fixture was made in another folder: its workspaces moved with it.
+    assert_eq!(
+        Path::new(&riley.workspace),
+        server.paths.workspace(RUNNING),
+        "{riley:?}"
+    );
     assert_eq!(riley.notes[0].text, "first idea: vectorize");
     assert_eq!(riley.extensions.len(), 1);
     assert_eq!(riley.budget_s, 8.0 * 3600.0 + 1800.0);

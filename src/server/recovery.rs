@@ -13,8 +13,26 @@ use crate::session::{EventKind, PauseReason, Phase, SessionState};
 use super::hub::{Hub, SYSTEM};
 use super::scoring::{scoring_group_name, scoring_marker};
 
+/// A data dir that was moved or restored elsewhere keeps its sessions'
+/// workspaces in its own `workspaces/`: a recorded path that is gone is
+/// looked up there (the store keeps the path it was given; this runs at
+/// every start).
+fn relocate_workspace(paths: &crate::paths::DataPaths, meta: &mut crate::session::SessionMeta) {
+    let here = paths.workspace(&meta.id);
+    if !meta.workspace.exists() && here != meta.workspace && here.is_dir() {
+        tracing::info!(
+            session = %meta.id,
+            from = %meta.workspace.display(),
+            to = %here.display(),
+            "the workspace moved with the data dir"
+        );
+        meta.workspace = here;
+    }
+}
+
 pub async fn load_and_recover(hub: &Arc<Hub>) -> anyhow::Result<()> {
-    for meta in hub.store.sessions()? {
+    for mut meta in hub.store.sessions()? {
+        relocate_workspace(&hub.paths, &mut meta);
         let events = hub.store.events(&meta.id)?;
         let mut state = SessionState::from_events(meta.budget_ms, &events);
         if let Some(beat) = hub.store.heartbeat(&meta.id)? {
