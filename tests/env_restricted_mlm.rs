@@ -3,7 +3,9 @@
 //! held-out split, and the real scorer, run the way the server runs it,
 //! scores the starting solution ~0 and the reference ~1, rejects models
 //! whose forward pass uses a disallowed operation (naming it) or that are
-//! otherwise wrong, and a changed protected file is caught.
+//! otherwise wrong, and a changed protected file is caught. The model runs
+//! in its own process (in the jail when there is one): what it prints, the
+//! rules it loosens there and the time it overstays change nothing here.
 //!
 //! The preparation goes to `$REBENCH_TORCH_TEST_DATA` or else
 //! `target/tmp/torch-envs`, shared with the other torch environments' tests
@@ -101,7 +103,10 @@ fn bundled_environment_validates() {
     );
     assert_eq!(smoke.normalizer.transform.to_string(), "log-minus:0.25");
     assert!(smoke.normalizer.reference < smoke.normalizer.starting);
-    assert_eq!(smoke.protected, vec!["get_data.py", "rules.py", "score.py"]);
+    assert_eq!(
+        smoke.protected,
+        vec!["get_data.py", "graph.py", "rules.py", "score.py"]
+    );
     // One venv serves every torch environment: the same requirements, byte for byte.
     let ours = std::fs::read(env_dir().join("requirements.txt")).unwrap();
     let kernel = std::fs::read(env_dir().join("../optimize-kernel/requirements.txt")).unwrap();
@@ -224,6 +229,24 @@ fn wrong_models_are_invalid_with_a_reason() {
              (32, 128, 257)",
         ),
         (
+            "a forward that cannot be traced twice",
+            tiny_model(
+                &[
+                    "self.calls = getattr(self, 'calls', 0) + 1",
+                    "if self.calls > 1:",
+                    "    raise RuntimeError('only once')",
+                    "return h",
+                ],
+                get,
+            ),
+            "the forward could not be captured as a graph of operators (RuntimeError: only once)",
+        ),
+        (
+            "a cast to integers",
+            tiny_model(&["return h.to(torch.int64).to(h.dtype)"], get),
+            "disallowed operation in forward: aten._to_copy (a cast from torch.float32 to torch.int64)",
+        ),
+        (
             "a raising get_trained_model",
             tiny_model(&["return h"], "raise RuntimeError('no weights')"),
             "get_trained_model() raised RuntimeError: no weights",
@@ -289,4 +312,115 @@ fn full_profile_without_a_gpu_is_invalid_with_a_reason() {
         "{}",
         outcome.message
     );
+}
+
+/// A model that loosens the rules in every module loaded in its process
+/// (the scorer's too, when it was imported there), prints a result line
+/// of its own on every stdout it can reach and uses a disallowed operator:
+/// the scorer checks the graph it receives with its own rules, so the
+/// attempt is invalid, naming the operator; no REBENCH_ variable (held-out
+/// data, the jail prefix) reaches the model's process.
+#[test]
+fn participant_code_cannot_forge_the_result_or_loosen_the_rules() {
+    let Some(ready) = prepared() else { return };
+    let env = environment();
+    let plan = smoke_plan(&env);
+    let (_tmp, ws) = workspace(&env, false);
+    let forged = r#"{"raw": 0.3, "message": {"loss": 0.3}, "details": {}}"#;
+    let prelude = format!(
+        "import json, os, sys\nimport rules, graph\n\
+         for m in list(sys.modules.values()):\n    if isinstance(getattr(m, 'ALLOWED_OPS', None), frozenset):\n        m.ALLOWED_OPS = frozenset(m.ALLOWED_OPS | {{'exp'}})\n\
+         with open('seen-env.json', 'w') as f:\n    json.dump(sorted(k for k in os.environ if k.startswith('REBENCH')), f)\n\
+         FORGED = {forged:?}\n\
+         print(FORGED)\nos.write(1, (FORGED + '\\n').encode())\nsys.__stdout__.write(FORGED + '\\n')\n"
+    );
+    let model = tiny_model(&["return h + h.exp() * 0"], "print(FORGED); return M()");
+    std::fs::write(ws.join("model.py"), format!("{prelude}{model}")).unwrap();
+    let hashes = protected::hash_files(&ws, &plan.protected).unwrap();
+    let outcome = score(&plan, ready, &ws, &hashes, &[]);
+    assert!(!outcome.valid, "{outcome:#?}");
+    assert!(
+        outcome
+            .message
+            .contains("disallowed operation in forward: aten.exp"),
+        "{outcome:#?}"
+    );
+    let seen = std::fs::read_to_string(ws.join("seen-env.json")).unwrap();
+    assert_eq!(seen, "[]", "the model's process saw rebench's variables");
+}
+
+/// The training limit is enforced from outside, on a model that ignores
+/// every signal it can.
+#[test]
+fn a_model_over_the_training_limit_is_stopped() {
+    let Some(ready) = prepared() else { return };
+    let env = environment();
+    let plan = smoke_plan(&env);
+    let (_tmp, ws) = workspace(&env, false);
+    let get = "import signal, time; [signal.signal(s, signal.SIG_IGN) for s in \
+               (signal.SIGALRM, signal.SIGTERM, signal.SIGINT)]; time.sleep(600)";
+    std::fs::write(ws.join("model.py"), tiny_model(&["return h"], get)).unwrap();
+    let hashes = protected::hash_files(&ws, &plan.protected).unwrap();
+    let outcome = score(
+        &plan,
+        ready,
+        &ws,
+        &hashes,
+        &[("RESTRICTED_MLM_TRAIN_LIMIT", "3")],
+    );
+    assert!(!outcome.valid, "{outcome:#?}");
+    assert!(
+        outcome
+            .message
+            .contains("get_trained_model() took longer than the 3 s limit"),
+        "{outcome:#?}"
+    );
+}
+
+/// Through REBENCH_JAIL the model runs in the jail, where the preparation
+/// (the held-out data) and the environment folder do not exist, and is
+/// scored as without it.
+#[test]
+fn the_model_runs_in_the_jail_without_the_held_out_data() {
+    let Some(ready) = prepared() else { return };
+    if !common::bwrap_works("the jailed restricted-mlm scorer") {
+        return;
+    }
+    let env = environment();
+    let plan = smoke_plan(&env);
+    let (_tmp, ws) = workspace(&env, false);
+    let hidden = [ready.dir.clone(), env_dir().canonicalize().unwrap()];
+    let secrets = [
+        ready.dir.join("heldout.bin"),
+        hidden[1].join("scorer/score.py"),
+    ];
+    assert!(secrets.iter().all(|p| p.is_file()), "{secrets:?}");
+    let guard = secrets
+        .iter()
+        .map(|p| {
+            format!(
+                "assert not os.path.exists({:?}), 'LEAKED'\n",
+                p.display().to_string()
+            )
+        })
+        .collect::<String>();
+    let model = tiny_model(&["return h"], "return M()");
+    std::fs::write(ws.join("model.py"), format!("import os\n{guard}{model}")).unwrap();
+    let hashes = protected::hash_files(&ws, &plan.protected).unwrap();
+    let open = score(&plan, ready, &ws, &hashes, &[]);
+    assert!(!open.valid && open.message.contains("LEAKED"), "{open:#?}");
+
+    let venv: Vec<PathBuf> = ready.venv.iter().cloned().collect();
+    let jail = common::test_jail(&hidden, &venv, std::slice::from_ref(&ws), &ws);
+    let jailed = score(
+        &plan,
+        ready,
+        &ws,
+        &hashes,
+        &[("REBENCH_JAIL", jail.prefix.as_str())],
+    );
+    assert!(jailed.valid, "{jailed:#?}");
+    assert_eq!(jailed.details["runner"], "REBENCH_JAIL", "{jailed:#?}");
+    let loss = jailed.scorer_message["loss"].as_f64().unwrap();
+    assert!((5.0..6.5).contains(&loss), "{jailed:#?}");
 }

@@ -1,13 +1,21 @@
 """Official scorer for restricted-mlm (hidden from the participant).
 
-Imports <workspace>/model.py, calls get_trained_model() (training there is
-allowed, within RESTRICTED_MLM_TRAIN_LIMIT seconds), then runs the model's
-forward pass on fixed held-out sequences with round(mask_fraction * seq_len)
-positions per sequence replaced by the mask id, every forward inside the
-operation tracer of rules.py (the environment's own copy). Any disallowed
-operation makes the attempt invalid, naming it. The raw score is the mean
-cross-entropy (nats) of the true tokens at the masked positions, computed
-here, outside the traced forward, in float32 (plus RESTRICTED_MLM_RAW_OFFSET).
+The participant's code never runs in this process and never sees the
+held-out data, this process's stdout or its clock. A worker process (run
+through $REBENCH_JAIL, the prefix that starts participant code as a session
+process would, inside the session's jail when it is isolated) imports
+<workspace>/model.py, calls get_trained_model() (training there is allowed,
+within RESTRICTED_MLM_TRAIN_LIMIT seconds, timed and enforced here by
+killing the worker), checks one forward pass on a random example batch with
+rules.py (an early, friendly error that names the function called) and
+captures the forward as a graph of ATen operators (graph.py). The graph and
+its tensors come back over the worker's stdout pipe; this scorer checks
+every operator against the environment's own rules.py and runs the graph
+itself on fixed held-out sequences with round(mask_fraction * seq_len)
+positions per sequence replaced by the mask id, inside the operation
+tracer. Any disallowed operator makes the attempt invalid, naming it. The
+raw score is the mean cross-entropy (nats) of the true tokens at the masked
+positions, computed here in float32 (plus RESTRICTED_MLM_RAW_OFFSET).
 
 The held-out sequences and masks are the same on every run (fixed seed), so
 the metric is deterministic for a deterministic model.
@@ -17,40 +25,49 @@ Protocol: the LAST stdout line is one JSON object
 outcome is known (invalid models included).
 
 Settings (environment variables; the profiles set them):
-  RESTRICTED_MLM_CORPUS       "openwebtext" (default) or "stdlib"; must match the preparation
-  RESTRICTED_MLM_DEVICE       "cuda" (default) or "cpu"
-  RESTRICTED_MLM_THREADS      torch CPU threads (default: torch's choice)
-  RESTRICTED_MLM_EVAL_SEQS    held-out sequences scored (default 4096)
-  RESTRICTED_MLM_BATCH        sequences per forward call (default 32)
-  RESTRICTED_MLM_TRAIN_LIMIT  seconds get_trained_model() may take (default 1200)
-  RESTRICTED_MLM_RAW_OFFSET   added to the loss to make `raw` (default 0; unused by the
-                              bundled profiles: the smoke profile has its own transform,
-                              log-minus:0.25)
+  RESTRICTED_MLM_CORPUS         "openwebtext" (default) or "stdlib"; must match the preparation
+  RESTRICTED_MLM_DEVICE         "cuda" (default) or "cpu"
+  RESTRICTED_MLM_THREADS        torch CPU threads, here and in the worker (default: torch's choice)
+  RESTRICTED_MLM_EVAL_SEQS      held-out sequences scored (default 4096)
+  RESTRICTED_MLM_BATCH          sequences per forward call (default 32)
+  RESTRICTED_MLM_TRAIN_LIMIT    seconds get_trained_model() may take, from the worker's start (default 1200)
+  RESTRICTED_MLM_CAPTURE_LIMIT  seconds from then until the graph is here (default 300): the
+                                most a worker that claims to be done early can add to training
+  RESTRICTED_MLM_MAX_TENSORS_GB the largest graph tensors accepted (default 64)
+  RESTRICTED_MLM_RAW_OFFSET     added to the loss to make `raw` (default 0; unused by the
+                                bundled profiles: the smoke profile has its own transform,
+                                log-minus:0.25)
 The workspace is argv[1], else $REBENCH_WORKSPACE, else the cwd.
 """
 
-import contextlib
 import importlib.util
 import json
 import math
 import os
-import signal
+import queue
+import shutil
+import struct
+import subprocess
 import sys
+import tempfile
+import threading
 import traceback
-from time import perf_counter  # bound before participant code can patch `time`
+from time import monotonic
 
 sys.dont_write_bytecode = True  # leave no __pycache__ in the workspace
 
 EVAL_SEED = 20240521  # fixes the masked positions
+EXAMPLE_SEED = 7  # the random example batch the forward is captured on
+ERROR_LIMIT = 1 << 20  # bytes of a worker's error report
+GRAPH_LIMIT = 512 << 20  # bytes of a graph's JSON
 
 
 class Invalid(Exception):
     """An attempt that gets no score; the message is shown to the participant."""
 
-
-class TrainingTimeout(BaseException):
-    """Raised in get_trained_model() at the time limit (BaseException: a bare
-    `except Exception` in participant code does not swallow it)."""
+    def __init__(self, message, details=None):
+        super().__init__(message)
+        self.details = details or {}
 
 
 def env_int(name, default, minimum):
@@ -80,7 +97,7 @@ def import_torch():
 def load_module(name, path):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # so that `import model` elsewhere finds this one
+    sys.modules[name] = module  # graph.py's `import rules` finds this one
     spec.loader.exec_module(module)
     return module
 
@@ -101,6 +118,15 @@ def load_heldout(np, corpus):
     return meta, tokens
 
 
+def mask(torch, targets, meta, generator):
+    """(inputs, masked): round(mask_fraction * seq_len) random positions per row set to the mask id."""
+    count, length = targets.shape
+    order = torch.rand(count, length, generator=generator).argsort(dim=1)
+    masked = torch.zeros(count, length, dtype=torch.bool)
+    masked.scatter_(1, order[:, : round(meta["mask_fraction"] * length)], True)
+    return targets.masked_fill(masked, meta["mask_id"]), masked
+
+
 def eval_set(torch, np, meta, tokens, count):
     """(inputs, targets, masked) for `count` evenly spaced held-out windows."""
     length = meta["seq_len"]
@@ -108,45 +134,230 @@ def eval_set(torch, np, meta, tokens, count):
     count = min(count, last + 1)
     starts = [round(i * last / max(1, count - 1)) for i in range(count)]
     targets = torch.from_numpy(np.stack([tokens[s : s + length].astype(np.int64) for s in starts]))
-    generator = torch.Generator().manual_seed(EVAL_SEED)
-    order = torch.rand(count, length, generator=generator).argsort(dim=1)
-    masked = torch.zeros(count, length, dtype=torch.bool)
-    masked.scatter_(1, order[:, : round(meta["mask_fraction"] * length)], True)
-    inputs = targets.masked_fill(masked, meta["mask_id"])
+    inputs, masked = mask(torch, targets, meta, torch.Generator().manual_seed(EVAL_SEED))
     return inputs, targets, masked
 
 
-def load_model(workspace, limit_s, details):
-    path = os.path.join(workspace, "model.py")
-    if not os.path.isfile(path):
-        raise Invalid(f"no model.py in {workspace}")
-    sys.path.insert(0, workspace)  # model.py imports its neighbours (get_data, train, ...)
+# The worker: argv = [workspace, settings JSON]. Runs with python -I (no
+# workspace module can shadow torch or json before model.py is imported);
+# fd 1 becomes the participant's stderr and the protocol goes to a private
+# copy of the original stdout. Messages: a kind byte, an 8-byte length and
+# that many bytes: b"T" (get_trained_model() returned), b"G" (the graph's
+# JSON), b"W" (its tensors, torch.save'd), or b"E" (a JSON error) and exit.
+# Everything it sends is checked here: it is the participant's process.
+WORKER = r"""
+import importlib.util, io, json, os, struct, sys, traceback
+sys.dont_write_bytecode = True
+proto = os.fdopen(os.dup(1), "wb", buffering=0)
+os.dup2(2, 1)
+def send(kind, payload=b""):
+    proto.write(kind + struct.pack("<Q", len(payload)))
+    view = memoryview(payload)
+    while view:
+        view = view[proto.write(view):]
+def fail(error, exc=None):
+    report = {"error": error}
+    if exc is not None:
+        report["traceback"] = "".join(traceback.format_exception(exc))
+    send(b"E", json.dumps(report).encode())
+    sys.stderr.flush()
+    os._exit(0)
+workspace, settings = sys.argv[1], json.loads(sys.argv[2])
+import torch
+if settings["threads"]:
+    torch.set_num_threads(settings["threads"])
+sys.path.insert(0, workspace)
+def load(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(workspace, name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+rules, graph = load("rules"), load("graph")
+if not os.path.isfile(os.path.join(workspace, "model.py")):
+    fail(f"no model.py in {workspace}")
+try:
+    model = load("model")
+    get = getattr(model, "get_trained_model", None)
+    if not callable(get):
+        fail("model.py does not define get_trained_model()")
+    model = get()
+except Exception as e:
+    fail(f"get_trained_model() raised {type(e).__name__}: {e}", e)
+send(b"T")
+device = torch.device(settings["device"])
+if isinstance(model, torch.nn.Module):
+    model = model.to(device).eval()
+elif not callable(model):
+    fail(f"get_trained_model() must return a torch.nn.Module or a callable, got {type(model).__name__}")
+generator = torch.Generator().manual_seed(settings["seed"])
+shape = (settings["batch"], settings["seq_len"])
+example = torch.randint(0, settings["vocab_size"], shape, generator=generator)
+example[torch.rand(shape, generator=generator) < settings["mask_fraction"]] = settings["mask_id"]
+example = example.to(device)
+tracer = rules.ForwardRules()
+try:
+    with torch.no_grad(), tracer:
+        logits = model(example)
+except Exception as e:
+    fail(tracer.violation or f"the model's forward raised {type(e).__name__}: {e}", e)
+if tracer.violation:
+    fail(tracer.violation)
+want = shape + (settings["vocab_size"],)
+if type(logits) is not torch.Tensor:
+    fail(f"the model must return a torch.Tensor of logits, got {type(logits).__name__}")
+if tuple(logits.shape) != want or not logits.dtype.is_floating_point:
+    fail(f"the model returned logits {logits.dtype} {tuple(logits.shape)}; expected floating point {want}")
+del logits
+try:
+    spec, tensors = graph.capture(model, example)
+except Exception as e:
+    fail(f"the forward could not be captured as a graph of operators ({type(e).__name__}: {e})", e)
+send(b"G", json.dumps(spec).encode())
+buffer = io.BytesIO()
+torch.save(tensors, buffer)
+send(b"W", buffer.getbuffer())
+sys.stderr.flush()
+os._exit(0)
+"""
 
-    def on_alarm(signum, frame):
-        raise TrainingTimeout()
 
-    signal.signal(signal.SIGALRM, on_alarm)
-    started = perf_counter()
-    try:
-        # Participant prints go to stderr so they cannot forge our last line.
-        with contextlib.redirect_stdout(sys.stderr):
-            signal.alarm(limit_s)
+class Worker:
+    """The participant's process and a thread that reads its messages:
+    small ones into a queue, the tensors straight to a file."""
+
+    def __init__(self, prefix, workspace, settings, folder, tensors_limit):
+        # None of rebench's variables (the jail's launcher drops them anyway).
+        env = {k: v for k, v in os.environ.items() if not k.startswith("REBENCH_")}
+        self.tensors_path = os.path.join(folder, "tensors.pt")
+        self.tensors_limit = tensors_limit
+        self.messages = queue.Queue()
+        self.process = subprocess.Popen(
+            prefix + [sys.executable, "-I", "-B", "-c", WORKER, workspace, json.dumps(settings)],
+            cwd=workspace,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=sys.stderr,
+            bufsize=0,
+        )
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        pipe = self.process.stdout
+        try:
+            while True:
+                header = read_exactly(pipe, 9)
+                kind, length = header[:1], struct.unpack("<Q", header[1:])[0]
+                if kind == b"W":
+                    if length > self.tensors_limit:
+                        raise ProtocolError(f"the graph's tensors are {length / 1e9:.1f} GB, over the {self.tensors_limit / 1e9:.0f} GB limit")
+                    with open(self.tensors_path, "wb") as out:
+                        copy_exactly(pipe, out, length)
+                    self.messages.put((kind, None))
+                elif kind in (b"T", b"G", b"E"):
+                    if length > (GRAPH_LIMIT if kind == b"G" else ERROR_LIMIT):
+                        raise ProtocolError(f"the model's process sent {length} bytes of {kind.decode()}, over the limit")
+                    self.messages.put((kind, read_exactly(pipe, length)))
+                else:
+                    raise ProtocolError("the model's process broke the protocol (did it write to its stdout file descriptor?)")
+        except ProtocolError as e:
+            self.messages.put((b"!", str(e)))
+        except EOFError:
+            self.messages.put((b"!", None))
+        except OSError as e:
+            self.messages.put((b"!", f"reading the model's process failed: {e}"))
+
+    def next(self, deadline, late):
+        """The next (kind, payload); Invalid(late) when `deadline` passes first."""
+        try:
+            kind, payload = self.messages.get(timeout=max(0.0, deadline - monotonic()))
+        except queue.Empty:
+            self.kill()
+            raise Invalid(late)
+        if kind == b"!":
+            self.kill()
+            if payload is None:
+                code = self.process.wait()
+                raise Invalid(f"the model's process exited ({describe_exit(code)}) before it was done")
+            raise Invalid(payload)
+        if kind == b"E":
             try:
-                module = load_module("model", path)
-                get = getattr(module, "get_trained_model", None)
-                if not callable(get):
-                    raise Invalid("model.py does not define get_trained_model()")
-                model = get()
-            finally:
-                signal.alarm(0)
-    except TrainingTimeout:
-        raise Invalid(f"get_trained_model() took longer than the {limit_s} s limit")
-    except Invalid:
-        raise
-    except Exception as e:
-        raise Invalid(f"get_trained_model() raised {type(e).__name__}: {e}")
-    details["train_seconds"] = round(perf_counter() - started, 2)
-    return model
+                report = json.loads(payload)
+                error, extra = str(report["error"]), {"traceback": str(report.get("traceback", ""))}
+            except (ValueError, KeyError, TypeError):
+                error, extra = "the model's process broke the protocol", {}
+            self.kill()
+            raise Invalid(error[:4000], extra)
+        return kind, payload
+
+    def kill(self):
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+class ProtocolError(Exception):
+    pass
+
+
+def read_exactly(pipe, count):
+    chunks = []
+    while count:
+        chunk = pipe.read(min(count, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        count -= len(chunk)
+    return b"".join(chunks)
+
+
+def copy_exactly(pipe, out, count):
+    while count:
+        chunk = pipe.read(min(count, 1 << 22))
+        if not chunk:
+            raise EOFError
+        out.write(chunk)
+        count -= len(chunk)
+
+
+def describe_exit(code):
+    return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+
+
+def trained_graph(torch, graph, prefix, workspace, settings, limits, details):
+    """The participant's trained forward, as a checked graph.Graph."""
+    folder = tempfile.mkdtemp(prefix="restricted-mlm-")
+    try:
+        started = monotonic()
+        worker = Worker(prefix, workspace, settings, folder, limits["tensors"])
+        try:
+            kind, _ = worker.next(started + limits["train"], f"get_trained_model() took longer than the {limits['train']} s limit")
+            if kind != b"T":
+                raise Invalid("the model's process broke the protocol")
+            trained = monotonic()
+            details["train_seconds"] = round(trained - started, 2)
+            late = f"capturing the forward took longer than the {limits['capture']} s limit"
+            kind, spec_bytes = worker.next(trained + limits["capture"], late)
+            if kind != b"G":
+                raise Invalid("the model's process broke the protocol")
+            kind, _ = worker.next(trained + limits["capture"], late)
+            if kind != b"W":
+                raise Invalid("the model's process broke the protocol")
+            details["capture_seconds"] = round(monotonic() - trained, 2)
+        finally:
+            worker.kill()
+        try:
+            spec = json.loads(spec_bytes)
+            tensors = torch.load(worker.tensors_path, map_location=settings["device"], weights_only=True)
+        except Exception as e:
+            raise Invalid(f"the captured forward could not be read ({type(e).__name__}: {e})")
+        try:
+            return graph.Graph(spec, tensors)
+        except graph.GraphError as e:
+            raise Invalid(str(e))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def score(workspace, details):
@@ -157,13 +368,19 @@ def score(workspace, details):
     threads = env_int("RESTRICTED_MLM_THREADS", 0, 0)
     sequences = env_int("RESTRICTED_MLM_EVAL_SEQS", 4096, 1)
     batch = env_int("RESTRICTED_MLM_BATCH", 32, 1)
-    limit_s = env_int("RESTRICTED_MLM_TRAIN_LIMIT", 1200, 1)
+    limits = {
+        "train": env_int("RESTRICTED_MLM_TRAIN_LIMIT", 1200, 1),
+        "capture": env_int("RESTRICTED_MLM_CAPTURE_LIMIT", 300, 1),
+        "tensors": env_int("RESTRICTED_MLM_MAX_TENSORS_GB", 64, 1) * 10**9,
+    }
     offset_text = os.environ.get("RESTRICTED_MLM_RAW_OFFSET", "").strip() or "0"
     try:
         offset = float(offset_text)
     except ValueError:
         raise Invalid(f"bad scorer settings: RESTRICTED_MLM_RAW_OFFSET must be a number, got {offset_text!r}")
-    details.update(corpus=corpus, device=device_name, batch=batch, train_limit_s=limit_s)
+    details.update(corpus=corpus, device=device_name, batch=batch, train_limit_s=limits["train"])
+    if not os.path.isfile(os.path.join(workspace, "model.py")):
+        raise Invalid(f"no model.py in {workspace}")
 
     torch = import_torch()
     import numpy as np
@@ -176,31 +393,40 @@ def score(workspace, details):
         raise Invalid(f"this profile scores on a CUDA GPU, but torch {torch.__version__} sees none")
     device = torch.device(device_name)
 
-    # The environment's own copy of the rules (the workspace's is the same, protected).
-    rules = load_module("_restricted_mlm_rules", os.path.join(os.environ["REBENCH_ENV_DIR"], "workspace", "rules.py"))
+    # The environment's own copies (the workspace's are the same, protected).
+    own = os.path.join(os.environ["REBENCH_ENV_DIR"], "workspace")
+    rules = load_module("rules", os.path.join(own, "rules.py"))
     rules.self_check()
+    graph = load_module("graph", os.path.join(own, "graph.py"))
 
     meta, tokens = load_heldout(np, corpus)
     inputs, targets, masked = eval_set(torch, np, meta, tokens, sequences)
     del tokens
-    os.environ.pop("REBENCH_PREPARED", None)  # the model has no business there
     details.update(sequences=len(inputs), masked_tokens=int(masked.sum()), heldout_sha256=meta["sha256"])
 
-    model = load_model(workspace, limit_s, details)
-    if isinstance(model, torch.nn.Module):
-        model = model.to(device).eval()
-    elif not callable(model):
-        raise Invalid(f"get_trained_model() must return a torch.nn.Module or a callable, got {type(model).__name__}")
-    rules.self_check()  # still intact after the participant's code ran
+    prefix = json.loads(os.environ["REBENCH_JAIL"]) if os.environ.get("REBENCH_JAIL") else []
+    details["runner"] = "REBENCH_JAIL" if prefix else "direct"
+    settings = {
+        "device": device_name,
+        "threads": threads,
+        "batch": batch,
+        "seed": EXAMPLE_SEED,
+        **{k: meta[k] for k in ("seq_len", "vocab_size", "mask_id", "mask_fraction")},
+    }
+    forward = trained_graph(torch, graph, prefix, workspace, settings, limits, details)
 
-    vocab = meta["vocab_size"]
-    total, started = 0.0, perf_counter()
+    want = (batch, meta["seq_len"], meta["vocab_size"])
+    total, started = 0.0, monotonic()
     for at in range(0, len(inputs), batch):
-        x = inputs[at : at + batch].to(device)
+        count = min(batch, len(inputs) - at)
+        x = inputs[at : at + batch]
+        if count < batch:  # the graph was captured for full batches: pad, then ignore the padding
+            x = torch.cat([x, x[:1].expand(batch - count, -1)])
+        x = x.clone().to(device)  # its own storage: no view of the other batches
         tracer = rules.ForwardRules()
         try:
-            with torch.no_grad(), contextlib.redirect_stdout(sys.stderr), tracer:
-                logits = model(x)
+            with torch.no_grad(), tracer:
+                logits = forward(x)
         except Exception as e:
             if tracer.violation:
                 raise Invalid(tracer.violation)
@@ -209,15 +435,15 @@ def score(workspace, details):
             raise Invalid(tracer.violation)
         if type(logits) is not torch.Tensor:
             raise Invalid(f"the model must return a torch.Tensor of logits, got {type(logits).__name__}")
-        want = (len(x), meta["seq_len"], vocab)
         if tuple(logits.shape) != want or not logits.dtype.is_floating_point:
             raise Invalid(f"the model returned logits {logits.dtype} {tuple(logits.shape)}; expected floating point {want}")
+        logits = logits[:count]
         m = masked[at : at + batch].to(logits.device)
         y = targets[at : at + batch].to(logits.device)
         total += float(F.cross_entropy(logits[m].float(), y[m], reduction="sum"))
-        del logits
+        del logits, y
     loss = total / int(masked.sum())
-    details["eval_seconds"] = round(perf_counter() - started, 2)
+    details["eval_seconds"] = round(monotonic() - started, 2)
     if not math.isfinite(loss):
         raise Invalid(f"the masked-token loss is {loss}")
     message = {"loss": round(loss, 5), "masked_tokens": details["masked_tokens"], "corpus": corpus}
@@ -237,16 +463,13 @@ def main():
     try:
         result = score(workspace, details)
     except Invalid as e:
-        if e.__context__ is not None:  # e.g. the participant's exception
-            details["traceback"] = "".join(traceback.format_exception(e.__context__))
+        details.update(e.details)
         result = {"raw": None, "message": {"error": str(e)}, "details": details}
     except Exception as e:
         details["traceback"] = traceback.format_exc()
         result = {"raw": None, "message": {"error": f"scorer error: {type(e).__name__}: {e}"}, "details": details}
     print(json.dumps(result), flush=True)
     sys.stderr.flush()
-    # Skip atexit hooks and lingering threads the model may have started,
-    # so nothing can be printed after our result line.
     os._exit(0)
 
 

@@ -4,7 +4,9 @@
     python3 score.py 64       # ... on 64 sequences instead of 256
 
 Calls get_trained_model() from model.py as the scorer does, runs the forward
-pass under the same operation tracer (rules.py), and prints the masked-token
+pass once under the same operation tracer (rules.py), captures it as a graph
+of operators (graph.py), runs that graph under the tracer as the scorer does,
+and prints the masked-token
 loss on sequences from the LAST 2% of data/train.bin (training data: the
 number is only a rough guide, and lower than the held-out loss if you trained
 on that part). Your official score comes from the `score` command, which runs
@@ -20,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 import get_data
+import graph
 import rules
 
 
@@ -48,23 +51,45 @@ def main():
     if isinstance(model, torch.nn.Module):
         model = model.to(device).eval()
 
+    want = (32, length, meta["vocab_size"])
+    example = inputs[:32].to(device)
+    if len(example) < 32:
+        example = torch.cat([example, example[:1].expand(32 - len(example), -1)])
+    tracer = rules.ForwardRules()
+    try:
+        with torch.no_grad(), tracer:
+            logits = model(example)
+    except Exception as e:
+        print(tracer.violation or f"the forward raised {type(e).__name__}: {e}")
+        sys.exit(1)
+    if tracer.violation:
+        print(tracer.violation)
+        sys.exit(1)
+    if type(logits) is not torch.Tensor or tuple(logits.shape) != want:
+        print(f"the model must return a logits tensor of shape {want}, got {type(logits).__name__} "
+              f"{tuple(getattr(logits, 'shape', ()))}")
+        sys.exit(1)
+    try:
+        forward = graph.Graph(*graph.capture(model, example))
+    except Exception as e:
+        print(f"the forward could not be captured as a graph of operators ({type(e).__name__}: {e})")
+        sys.exit(1)
+
     total = 0.0
     for at in range(0, count, 32):
-        x = inputs[at : at + 32].to(device)
+        n = min(32, count - at)
+        x = inputs[at : at + 32]
+        if n < 32:  # the graph is for full batches
+            x = torch.cat([x, x[:1].expand(32 - n, -1)])
         tracer = rules.ForwardRules()
         try:
             with torch.no_grad(), tracer:
-                logits = model(x)
+                logits = forward(x.to(device))[:n]
         except Exception as e:
-            print(tracer.violation or f"the forward raised {type(e).__name__}: {e}")
+            print(tracer.violation or f"the captured forward raised {type(e).__name__}: {e}")
             sys.exit(1)
         if tracer.violation:
             print(tracer.violation)
-            sys.exit(1)
-        want = (len(x), length, meta["vocab_size"])
-        if type(logits) is not torch.Tensor or tuple(logits.shape) != want:
-            print(f"the model must return a logits tensor of shape {want}, got {type(logits).__name__} "
-                  f"{tuple(getattr(logits, 'shape', ()))}")
             sys.exit(1)
         m, y = masked[at : at + 32].to(device), targets[at : at + 32].to(device)
         total += float(F.cross_entropy(logits[m].float(), y[m], reduction="sum"))
