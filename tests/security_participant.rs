@@ -6,6 +6,7 @@
 
 mod common;
 
+use rebench::protocol::Request;
 use std::path::Path;
 use std::time::Duration;
 
@@ -276,6 +277,94 @@ async fn nothing_outlives_a_scoring_run_isolated() {
         return;
     }
     nothing_outlives_a_scoring_run(true).await;
+}
+
+/// A pause stops everything of the session, a scoring run in progress
+/// included: the participant code it runs would otherwise go on computing
+/// (and writing to the workspace) while the clock is stopped. The run is
+/// not recorded and the request says why.
+async fn a_pause_stops_the_scoring_run_in_progress(isolated: bool) {
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = server(isolated, &[]);
+    let session = server.create_running(&env, Some(3600)).await;
+    // From now on (the starting score is taken).
+    std::fs::write(
+        env.join("score.sh"),
+        r#"#!/bin/sh
+python3 -c '
+import json, os, subprocess
+jail = json.loads(os.environ["REBENCH_JAIL"])
+subprocess.run(jail + ["sh", "-c", "for i in $(seq 3000); do echo x >> participant-ticks; sleep 0.01; done"])
+'
+echo '{"raw": 1.0}'
+"#,
+    )
+    .unwrap();
+    let ws = Path::new(&session.workspace).to_path_buf();
+    let read = || std::fs::metadata(ws.join("participant-ticks")).map_or(0, |m| m.len());
+    let mut scoring = server.admin().await;
+    let id = session.id.clone();
+    let request = tokio::spawn(async move {
+        scoring
+            .call::<serde_json::Value>(Request::Score { session: id })
+            .await
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while read() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the scorer never ran the participant code"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let out = server.cli(&["pause", "--reason", "break", &session.id]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reply = request.await.unwrap();
+    let error = reply.expect_err("a scoring run stopped by a pause is not recorded");
+    assert!(
+        error
+            .to_string()
+            .contains("paused while it was being scored"),
+        "{error}"
+    );
+    let first = read();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        read(),
+        first,
+        "participant code computed while the session was paused"
+    );
+    let view = server.show(&session.id).await;
+    let scores = view.scores.unwrap_or_default();
+    assert!(
+        scores.iter().all(|s| s.phase != "intermediate"),
+        "{scores:?}"
+    );
+    // Resumed, the session scores again as usual.
+    assert!(server.cli(&["resume", &session.id]).status.success());
+    std::fs::write(env.join("score.sh"), "#!/bin/sh\necho '{\"raw\": 1.0}'\n").unwrap();
+    let entry = server.score(&session.id).await;
+    assert_eq!(entry["valid"], true, "{entry}");
+}
+
+#[tokio::test]
+async fn a_pause_stops_the_scoring_run_in_progress_local() {
+    if !cgroups_or_skip("the local pause-while-scoring test") {
+        return;
+    }
+    a_pause_stops_the_scoring_run_in_progress(false).await;
+}
+
+#[tokio::test]
+async fn a_pause_stops_the_scoring_run_in_progress_isolated() {
+    if !bwrap_works("security tests (isolated)") {
+        return;
+    }
+    a_pause_stops_the_scoring_run_in_progress(true).await;
 }
 
 #[tokio::test]

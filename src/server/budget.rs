@@ -97,6 +97,7 @@ async fn follow_disk_space(hub: &Arc<Hub>, host: &Arc<Host>) -> bool {
 /// resumes. True once it has.
 async fn recover_from_store_fault(hub: &Arc<Hub>, host: &Arc<Host>, fault: &StoreFault) -> bool {
     hub.freeze(host).await;
+    hub.interrupt_scoring(host).await;
     let mut live = host.live.lock().await;
     if live.state.phase() != crate::session::Phase::Running {
         host.clear_store_fault();

@@ -3,7 +3,7 @@
 //! flushed before they are acknowledged.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use chrono::Utc;
@@ -73,6 +73,9 @@ pub struct Host {
     live_clock: Mutex<LiveClock>,
     /// One scoring run at a time.
     pub scoring: AsyncMutex<()>,
+    /// Set when a pause stopped the intermediate scoring run in progress:
+    /// its outcome is not the workspace's and is not recorded.
+    pub scoring_interrupted: AtomicBool,
     pub shells: Mutex<BTreeMap<u32, Arc<ShellHost>>>,
     next_shell: AtomicU32,
     /// Wakes the budget timer after a state change.
@@ -93,7 +96,7 @@ pub struct Host {
     /// as soon as the store takes writes again (see `budget::run_timer`).
     store_fault: Mutex<Option<StoreFault>>,
     /// Paused by the server because the disk ran low (resumed when it is not).
-    pub disk_paused: std::sync::atomic::AtomicBool,
+    pub disk_paused: AtomicBool,
     /// What its shells may still record (shared by all of them).
     pub recording_quota: Arc<super::quota::RecordingQuota>,
     /// Participant connections open with this session's token.
@@ -143,6 +146,7 @@ impl Host {
             live: AsyncMutex::new(Live { state }),
             live_clock: Mutex::new(live_clock),
             scoring: AsyncMutex::new(()),
+            scoring_interrupted: AtomicBool::new(false),
             shells: Mutex::new(BTreeMap::new()),
             next_shell: AtomicU32::new(next_shell),
             wake: Notify::new(),
@@ -157,7 +161,7 @@ impl Host {
                 super::quota::RecordingQuota::limit_from_env(),
             )),
             store_fault: Mutex::new(None),
-            disk_paused: std::sync::atomic::AtomicBool::new(false),
+            disk_paused: AtomicBool::new(false),
             cgroup,
             clients_cgroup,
         });

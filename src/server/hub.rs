@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -500,6 +501,7 @@ impl Hub {
                 return Err(e);
             }
             self.freeze(&host).await;
+            self.interrupt_scoring(&host).await;
         }
         Ok(host.view(by.audience, false).await)
     }
@@ -664,6 +666,7 @@ impl Hub {
                 "a scoring run is already in progress for this session",
             ));
         };
+        host.scoring_interrupted.store(false, Ordering::SeqCst);
         let requested_active_ms = {
             let live = host.live.lock().await;
             if live.state.phase() != Phase::Running {
@@ -681,13 +684,19 @@ impl Hub {
                 &by.name,
                 requested_active_ms,
             )
-            .await
-            .map_err(|reason| {
-                tracing::error!(session = %id, "scoring failed on the server's side: {reason}");
-                OpError::internal(format!(
-                    "the server could not run the scorer ({reason}); nothing was recorded, try again"
-                ))
-            })?;
+            .await;
+        if host.scoring_interrupted.load(Ordering::SeqCst) {
+            return Err(OpError::state(format!(
+                "session {id} was paused while it was being scored: the scoring run was stopped \
+                 and nothing was recorded; score again once it runs"
+            )));
+        }
+        let entry = entry.map_err(|reason| {
+            tracing::error!(session = %id, "scoring failed on the server's side: {reason}");
+            OpError::internal(format!(
+                "the server could not run the scorer ({reason}); nothing was recorded, try again"
+            ))
+        })?;
         let mut live = host.live.lock().await;
         host.append(
             &mut live,
@@ -731,16 +740,22 @@ impl Hub {
             marker: scoring_marker(host),
         };
         let jail = self.scorer_jail(host);
-        let entry = take_score(
-            &self.base_env,
-            &host.meta,
-            phase,
-            by,
-            requested_active_ms,
-            jail,
-            &containment,
-        )
-        .await;
+        // A pause between the request and here: nothing may start (see
+        // `interrupt_scoring` for a pause from here on).
+        let entry = if host.scoring_interrupted.load(Ordering::SeqCst) {
+            Err("the session was paused".to_string())
+        } else {
+            take_score(
+                &self.base_env,
+                &host.meta,
+                phase,
+                by,
+                requested_active_ms,
+                jail,
+                &containment,
+            )
+            .await
+        };
         let marker = containment.marker;
         let _ = tokio::task::spawn_blocking(move || {
             if let Some(group) = group {
@@ -751,6 +766,40 @@ impl Hub {
         .await;
         drop(mark);
         entry
+    }
+
+    /// Stops the intermediate scoring run in progress, if any, for a pause:
+    /// nothing of the session computes while it is paused, and the
+    /// participant code a scorer runs may write to the workspace. The run
+    /// is marked interrupted first, then its cgroup is emptied and removed
+    /// (kill and remove until it is gone): a scorer that had not started
+    /// yet either sees the mark or cannot join the group. Without cgroups,
+    /// by the scoring marker.
+    pub async fn interrupt_scoring(&self, host: &Arc<Host>) {
+        if host.scoring.try_lock().is_ok() {
+            return;
+        }
+        host.scoring_interrupted.store(true, Ordering::SeqCst);
+        let group = self
+            .cgroups
+            .as_ref()
+            .and_then(|root| root.existing(&scoring_group_name(host.id())));
+        let marker = scoring_marker(host);
+        let _ = tokio::task::spawn_blocking(move || match group {
+            Some(group) => {
+                for _ in 0..50 {
+                    group.remove();
+                    if !group.path().exists() {
+                        break;
+                    }
+                }
+            }
+            None => {
+                procs::kill_all(&marker);
+            }
+        })
+        .await;
+        tracing::warn!(session = %host.id(), "paused during a scoring run: the run was stopped");
     }
 
     /// A starting or final score, which must be taken: a run the machine
