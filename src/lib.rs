@@ -16,5 +16,6 @@ pub mod sandbox;
 pub mod scoring;
 pub mod server;
 pub mod session;
+pub mod settings;
 pub mod store;
 pub mod tui;

@@ -391,6 +391,49 @@ async fn a_jail_hides_the_history_of_the_environment_folders() {
     assert_eq!(counts, ["0", "0", "0"], "{seen:?}");
 }
 
+/// The config file's `sandbox` key chooses the default when no variable
+/// does; a bad one stops the server with the file and key named.
+#[tokio::test]
+async fn the_config_file_chooses_the_default_sandbox() {
+    let (_env_dir, env) = fixture_env(|t| t);
+    let config = tempfile::tempdir().unwrap();
+    let file = config.path().join("rebench/config.toml");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, "sandbox = \"local\"\n").unwrap();
+    let xdg = config.path().to_str().unwrap();
+    let server = TestServer::start_with_env(&[("REBENCH_BACKEND", ""), ("XDG_CONFIG_HOME", xdg)]);
+    let session = server
+        .create(&env, Some(3600), rebench::session::Kind::Agent)
+        .await;
+    assert_eq!(session.sandbox, "local");
+    assert_eq!(session.sandbox_warning, None, "chosen, not fallen back to");
+    drop(server);
+    // The variable still comes first.
+    if bwrap_works("the config-file sandbox test") {
+        let server =
+            TestServer::start_with_env(&[("REBENCH_BACKEND", "bwrap"), ("XDG_CONFIG_HOME", xdg)]);
+        let session = server
+            .create(&env, Some(3600), rebench::session::Kind::Agent)
+            .await;
+        assert_eq!(session.sandbox, "bwrap");
+    }
+    std::fs::write(&file, "sandbox = \"vm\"\n").unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["serve", "--data-dir"])
+        .arg(data.path())
+        .env("REBENCH_BACKEND", "")
+        .env("XDG_CONFIG_HOME", xdg)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("config.toml: key `sandbox`=vm") && stderr.contains("unknown sandbox"),
+        "{stderr}"
+    );
+}
+
 #[tokio::test]
 async fn the_safest_sandbox_that_works_is_the_default() {
     let (_env_dir, env) = fixture_env(|t| t);

@@ -59,17 +59,31 @@ impl Isolation {
     }
 
     /// The default backend: `REBENCH_BACKEND`, else the deprecated
-    /// `REBENCH_ISOLATION`, else the safest backend that works here.
+    /// `REBENCH_ISOLATION`, else the user's config file (`sandbox = …`,
+    /// see `settings`), else the safest backend that works here.
     pub fn default_from_env() -> anyhow::Result<DefaultBackend> {
-        for var in [BACKEND_VAR, ISOLATION_VAR] {
+        let configured = match crate::settings::user_config_path() {
+            Some(path) => crate::settings::Config::load(&path)?
+                .sandbox
+                .map(|name| (format!("{}: key `sandbox`", path.display()), name)),
+            None => None,
+        };
+        Self::default_from(configured)
+    }
+
+    /// As `default_from_env`, with the config file's choice given: (where
+    /// it was set, the name).
+    pub fn default_from(configured: Option<(String, String)>) -> anyhow::Result<DefaultBackend> {
+        let from_env = [BACKEND_VAR, ISOLATION_VAR].into_iter().find_map(|var| {
             let value = std::env::var(var).unwrap_or_default();
-            if !value.is_empty() {
-                let backend = Isolation::named(&value).with_context(|| format!("{var}={value}"))?;
-                return Ok(DefaultBackend {
-                    backend,
-                    warning: None,
-                });
-            }
+            (!value.is_empty()).then(|| (var.to_string(), value))
+        });
+        if let Some((source, name)) = from_env.or(configured) {
+            let backend = Isolation::named(&name).with_context(|| format!("{source}={name}"))?;
+            return Ok(DefaultBackend {
+                backend,
+                warning: None,
+            });
         }
         Ok(match Isolation::named("bwrap") {
             Ok(backend) => DefaultBackend {

@@ -7,7 +7,7 @@
 //! it to the terminal and the server. See docs/tui.md.
 
 pub mod app;
-pub mod config;
+pub use crate::settings as config;
 mod connection;
 pub mod format;
 pub mod keys;

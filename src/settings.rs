@@ -1,10 +1,12 @@
-//! The workspace's user settings: `$XDG_CONFIG_HOME/rebench/config.toml`
-//! (default `~/.config/rebench/config.toml`). Every setting is optional.
+//! The user's settings: `$XDG_CONFIG_HOME/rebench/config.toml` (default
+//! `~/.config/rebench/config.toml`). Every setting is optional.
 //!
 //! ```toml
 //! prefix = "C-g"      # the workspace command key (Ctrl plus a letter, or C-\ C-] C-^ C-_ C-space)
 //! mouse = true        # capture the mouse: the wheel scrolls; Shift+drag still selects text
 //! side_panel = true   # show the score panel at start
+//! sandbox = "bwrap"   # `rebench serve`: the sessions' default backend (local | bwrap),
+//!                     # after REBENCH_BACKEND and before the machine's safest
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -108,6 +110,8 @@ pub struct Config {
     pub prefix: PrefixKey,
     pub mouse: bool,
     pub side_panel: bool,
+    /// The server's default sandbox backend, checked by the server.
+    pub sandbox: Option<String>,
 }
 
 impl Default for Config {
@@ -116,6 +120,7 @@ impl Default for Config {
             prefix: PrefixKey::DEFAULT,
             mouse: true,
             side_panel: true,
+            sandbox: None,
         }
     }
 }
@@ -126,6 +131,7 @@ struct ConfigFile {
     prefix: Option<String>,
     mouse: Option<bool>,
     side_panel: Option<bool>,
+    sandbox: Option<String>,
 }
 
 impl Config {
@@ -144,6 +150,7 @@ impl Config {
         if let Some(side) = file.side_panel {
             config.side_panel = side;
         }
+        config.sandbox = file.sandbox;
         Ok(config)
     }
 
@@ -166,11 +173,16 @@ pub fn config_path(xdg_config_home: Option<&str>, home: Option<&str>) -> Option<
         .map(|h| PathBuf::from(h).join(".config/rebench/config.toml"))
 }
 
-/// The config of this user, from the environment.
-pub fn load_user_config() -> anyhow::Result<Config> {
+/// This user's config file, from the environment.
+pub fn user_config_path() -> Option<PathBuf> {
     let xdg = std::env::var("XDG_CONFIG_HOME").ok();
     let home = std::env::var("HOME").ok();
-    match config_path(xdg.as_deref(), home.as_deref()) {
+    config_path(xdg.as_deref(), home.as_deref())
+}
+
+/// The config of this user, from the environment.
+pub fn load_user_config() -> anyhow::Result<Config> {
+    match user_config_path() {
         Some(path) => Config::load(&path),
         None => Ok(Config::default()),
     }
