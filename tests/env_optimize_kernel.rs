@@ -270,9 +270,7 @@ fn in_an_isolated_session_the_solution_runs_where_the_reference_is_not() {
     let open = score(&plan, ready, &ws, &hashes, &[]);
     assert!(!open.valid && open.message.contains("LEAKED"), "{open:#?}");
 
-    let hidden = [ready.dir.clone(), env_dir().canonicalize().unwrap()];
-    let venv: Vec<PathBuf> = ready.venv.iter().cloned().collect();
-    let jail = common::test_jail(&hidden, &venv, std::slice::from_ref(&ws), &ws);
+    let jail = torch_env::scorer_jail(&env_dir(), ready, &ws);
     let jailed = score(
         &plan,
         ready,

@@ -389,10 +389,9 @@ fn the_model_runs_in_the_jail_without_the_held_out_data() {
     let env = environment();
     let plan = smoke_plan(&env);
     let (_tmp, ws) = workspace(&env, false);
-    let hidden = [ready.dir.clone(), env_dir().canonicalize().unwrap()];
     let secrets = [
         ready.dir.join("heldout.bin"),
-        hidden[1].join("scorer/score.py"),
+        env_dir().canonicalize().unwrap().join("scorer/score.py"),
     ];
     assert!(secrets.iter().all(|p| p.is_file()), "{secrets:?}");
     let guard = secrets
@@ -410,8 +409,7 @@ fn the_model_runs_in_the_jail_without_the_held_out_data() {
     let open = score(&plan, ready, &ws, &hashes, &[]);
     assert!(!open.valid && open.message.contains("LEAKED"), "{open:#?}");
 
-    let venv: Vec<PathBuf> = ready.venv.iter().cloned().collect();
-    let jail = common::test_jail(&hidden, &venv, std::slice::from_ref(&ws), &ws);
+    let jail = torch_env::scorer_jail(&env_dir(), ready, &ws);
     let jailed = score(
         &plan,
         ready,

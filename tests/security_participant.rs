@@ -391,6 +391,48 @@ async fn a_jail_hides_the_history_of_the_environment_folders() {
     assert_eq!(counts, ["0", "0", "0"], "{seen:?}");
 }
 
+/// A session made isolated stays isolated: after a restart on which its
+/// backend no longer works, nothing of it starts, with the reason, instead
+/// of running as the server's user.
+#[tokio::test]
+async fn an_isolated_session_never_falls_back_to_local() {
+    if !bwrap_works("security tests (isolated)") {
+        return;
+    }
+    let (_env_dir, env) = fixture_env(|t| t);
+    let mut server = server(true, &[]);
+    let session = server.create_running(&env, Some(3600)).await;
+    assert_eq!(
+        server.exec(&session.id, "echo jailed").await.stdout.trim(),
+        "jailed"
+    );
+    server.kill9();
+    server
+        .env
+        .push(("REBENCH_BWRAP".into(), "/nonexistent/bwrap".into()));
+    server.env.push(("REBENCH_BACKEND".into(), "local".into()));
+    server.spawn();
+    assert!(server.cli(&["resume", &session.id]).status.success());
+    let mut admin = server.admin().await;
+    let refused = admin
+        .call::<rebench::protocol::ExecReply>(Request::Exec {
+            session: session.id.clone(),
+            command: "echo escaped".into(),
+            timeout_s: Some(10.0),
+            cwd: None,
+        })
+        .await
+        .expect_err("an isolated session ran a command unisolated");
+    assert!(
+        refused
+            .to_string()
+            .contains("(bwrap) does not work on this machine"),
+        "{refused}"
+    );
+    let view = server.show(&session.id).await;
+    assert_eq!(view.sandbox, "bwrap");
+}
+
 /// The config file's `sandbox` key chooses the default when no variable
 /// does; a bad one stops the server with the file and key named.
 #[tokio::test]

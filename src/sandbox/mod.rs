@@ -5,6 +5,7 @@
 //! (`setsid`, `nohup`, `disown`), so scanning `/proc` for the marker finds them
 //! all, which is what makes pausing and ending a session airtight.
 
+pub mod backend;
 pub mod cgroup;
 pub mod enter;
 pub mod environ;

@@ -12,7 +12,7 @@ use tokio::sync::{Mutex as AsyncMutex, MutexGuard, Notify, broadcast, mpsc};
 use crate::environment::Environment;
 use crate::protocol::{Audience, ErrorCode, SessionView};
 use crate::sandbox::SessionMarker;
-use crate::sandbox::cgroup::{Cgroup, CgroupRoot};
+use crate::sandbox::backend::Sandbox;
 use crate::session::{Event, EventKind, LiveClock, MonotonicClock, SessionMeta, SessionState};
 use crate::store::Store;
 
@@ -86,11 +86,8 @@ pub struct Host {
     scoring_since: Mutex<Option<chrono::DateTime<Utc>>>,
     pub events: broadcast::Sender<(String, Event)>,
     pub shell_exits: mpsc::UnboundedSender<ShellEnded>,
-    /// Where the session's processes run (its sandbox backend).
-    pub backend: crate::sandbox::jail::Isolation,
-    /// The session's jail, when the server isolates sessions; started with
-    /// the first shell or command, stopped when the session ends.
-    pub jail: Mutex<Option<crate::sandbox::jail::Jail>>,
+    /// Where the session's processes run and how they are held.
+    pub sandbox: Box<dyn Sandbox>,
     /// Set when the session could not record while it ran (a full disk):
     /// its clock stopped there, and the budget timer pauses it on record
     /// as soon as the store takes writes again (see `budget::run_timer`).
@@ -101,10 +98,6 @@ pub struct Host {
     pub recording_quota: Arc<super::quota::RecordingQuota>,
     /// Participant connections open with this session's token.
     connections: std::sync::atomic::AtomicUsize,
-    /// The session's cgroup, where the machine lets the server make one.
-    pub cgroup: Option<Cgroup>,
-    /// Where `rebench task` clients wait out a freeze (see `Hub::freeze`).
-    pub clients_cgroup: Option<Cgroup>,
 }
 
 impl Host {
@@ -114,24 +107,8 @@ impl Host {
         store: Store,
         clock: Arc<dyn MonotonicClock>,
         events: broadcast::Sender<(String, Event)>,
-        backend: crate::sandbox::jail::Isolation,
-        cgroups: Option<&CgroupRoot>,
+        sandbox: Box<dyn Sandbox>,
     ) -> (Arc<Host>, mpsc::UnboundedReceiver<ShellEnded>) {
-        let group = |name: String| {
-            cgroups.and_then(|root| match root.group(&name) {
-                Ok(group) => Some(group),
-                Err(e) => {
-                    tracing::warn!(session = %meta.id, "no cgroup for the session: {e:#}");
-                    None
-                }
-            })
-        };
-        // Ended sessions run nothing: no group for them.
-        let live_session = state.phase() != crate::session::Phase::Ended;
-        let cgroup = live_session.then(|| group(meta.id.clone())).flatten();
-        let clients_cgroup = cgroup
-            .as_ref()
-            .and_then(|_| group(format!("{}.clients", meta.id)));
         let next_shell = store
             .recorded_shells(&meta.id)
             .ok()
@@ -154,26 +131,19 @@ impl Host {
             scoring_since: Mutex::new(None),
             events,
             shell_exits: exit_tx,
-            backend,
-            jail: Mutex::new(None),
+            sandbox,
             connections: std::sync::atomic::AtomicUsize::new(0),
             recording_quota: Arc::new(super::quota::RecordingQuota::new(
                 super::quota::RecordingQuota::limit_from_env(),
             )),
             store_fault: Mutex::new(None),
             disk_paused: AtomicBool::new(false),
-            cgroup,
-            clients_cgroup,
         });
         (host, exit_rx)
     }
 
     pub fn id(&self) -> &str {
         &self.meta.id
-    }
-
-    pub fn jail_guard(&self) -> std::sync::MutexGuard<'_, Option<crate::sandbox::jail::Jail>> {
-        self.jail.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A running session that cannot record stops its clock at once (the
@@ -221,15 +191,6 @@ impl Host {
         let _ = self
             .connections
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
-    }
-
-    /// What pausing freezes and ending kills by (see `SessionView::containment`).
-    pub fn containment(&self) -> &'static str {
-        match (&self.cgroup, &self.backend) {
-            (Some(_), _) => "cgroup",
-            (None, crate::sandbox::jail::Isolation::Bwrap(_)) => "pidns",
-            (None, crate::sandbox::jail::Isolation::None) => "marker",
-        }
     }
 
     pub fn marker(&self) -> SessionMarker {
@@ -330,9 +291,9 @@ impl Host {
         );
         view.last_activity_at = *self.last_activity.lock().unwrap_or_else(|e| e.into_inner());
         view.scoring_since = *self.scoring_since.lock().unwrap_or_else(|e| e.into_inner());
-        view.isolation = self.backend.name().to_string();
-        view.sandbox = self.backend.backend_name().to_string();
-        view.containment = self.containment().to_string();
+        view.isolation = self.sandbox.isolation().to_string();
+        view.sandbox = self.sandbox.backend().to_string();
+        view.containment = self.sandbox.containment().to_string();
         view
     }
 

@@ -12,11 +12,12 @@ use tokio::sync::broadcast;
 use crate::environment::{Environment, files, hardware, prepare};
 use crate::paths::DataPaths;
 use crate::protocol::{Audience, CreateSession, ErrorCode, ExecReply, ScoreView, SessionView};
+use crate::sandbox::SessionMarker;
+use crate::sandbox::backend::{Backend, Factory, Groups, Sandbox, Spec, Unavailable};
 use crate::sandbox::cgroup::CgroupRoot;
-use crate::sandbox::enter::{Launch, prefix as launcher_prefix};
 use crate::sandbox::exec::{ExecSpec, exec};
-use crate::sandbox::jail::{DefaultBackend, Isolation, Jail, Layout};
-use crate::sandbox::procs::{self, Members};
+use crate::sandbox::jail::{DefaultBackend, Isolation, Layout};
+use crate::sandbox::procs;
 use crate::scoring::protected;
 use crate::session::event::ExecRecord;
 use crate::session::ids::{is_valid_session_id, new_secret, new_session_id};
@@ -163,15 +164,14 @@ impl Hub {
 
     /// Hosts a session loaded from (or just written to) the store.
     pub fn install(self: &Arc<Self>, meta: SessionMeta, state: SessionState) -> Arc<Host> {
-        let meta_backend = meta.sandbox.clone();
+        let sandbox = self.open_sandbox(&meta, &state);
         let (host, exits) = Host::new(
             meta,
             state,
             self.store.clone(),
             self.clock.clone(),
             self.events.clone(),
-            self.backend_of(&meta_backend),
-            self.cgroups.as_ref(),
+            sandbox,
         );
         self.hosts().insert(host.meta.id.clone(), host.clone());
         tokio::spawn(super::budget::run_timer(self.clone(), host.clone()));
@@ -179,21 +179,66 @@ impl Hub {
         host
     }
 
-    /// The backend a session recorded (`local`, `bwrap`), or the default
-    /// for one made before the choice was recorded. A recorded `bwrap` that
-    /// no longer works here runs local, and says so in the log.
-    fn backend_of(&self, recorded: &Option<String>) -> Isolation {
-        match recorded.as_deref() {
-            None => self.default_backend.backend.clone(),
+    /// The session's sandbox: the backend it recorded (`local`, `bwrap`),
+    /// or the default for one made before the choice was recorded. A
+    /// recorded backend that no longer works here starts nothing, with the
+    /// reason (it never silently runs unisolated).
+    fn open_sandbox(&self, meta: &SessionMeta, state: &SessionState) -> Box<dyn Sandbox> {
+        let groups = self.session_groups(meta, state);
+        let isolation = match meta.sandbox.as_deref() {
+            None => Ok(self.default_backend.backend.clone()),
             Some(name) if name == self.default_backend.backend.backend_name() => {
-                self.default_backend.backend.clone()
+                Ok(self.default_backend.backend.clone())
             }
-            Some(name) => Isolation::named(name).unwrap_or_else(|e| {
-                tracing::error!(
-                    "a session's sandbox {name} does not work here ({e:#}); its processes run local"
-                );
-                Isolation::None
-            }),
+            Some(name) => Isolation::named(name).map_err(|e| (name, e)),
+        };
+        match isolation {
+            Ok(isolation) => {
+                let spec = Spec {
+                    session: meta.id.clone(),
+                    groups,
+                    layout: self.jail_layout(meta),
+                };
+                Backend::open(
+                    &Factory {
+                        exe: self.exe.clone(),
+                    },
+                    &isolation,
+                    spec,
+                )
+            }
+            Err((name, e)) => {
+                tracing::error!(session = %meta.id, "the session's sandbox {name} does not work here: {e:#}");
+                let name = if name == "bwrap" { "bwrap" } else { "local" };
+                Box::new(Unavailable::new(name, format!("{e:#}"), groups))
+            }
+        }
+    }
+
+    /// The session's cgroups (none for an ended session: it runs nothing)
+    /// and its marker.
+    fn session_groups(&self, meta: &SessionMeta, state: &SessionState) -> Groups {
+        let group = |name: String| {
+            self.cgroups
+                .as_ref()
+                .and_then(|root| match root.group(&name) {
+                    Ok(group) => Some(group),
+                    Err(e) => {
+                        tracing::warn!(session = %meta.id, "no cgroup for the session: {e:#}");
+                        None
+                    }
+                })
+        };
+        let cgroup = (state.phase() != Phase::Ended)
+            .then(|| group(meta.id.clone()))
+            .flatten();
+        let clients = cgroup
+            .as_ref()
+            .and_then(|_| group(format!("{}.clients", meta.id)));
+        Groups {
+            cgroup,
+            clients,
+            marker: SessionMarker::new(meta.sandbox_tag.clone()),
         }
     }
 
@@ -976,41 +1021,22 @@ impl Hub {
         self.thaw(host).await;
     }
 
-    /// Stops every process of the session: its cgroup frozen where it has
-    /// one (in-shell `rebench task` clients wait in a group of their own for
-    /// a short grace, so that `pause` typed in a shell gets its reply), else
-    /// SIGSTOP for what its jail's pid namespace or its marker finds.
+    /// Stops every process of the session (see `Sandbox::freeze`); what
+    /// the freeze defers (task clients' group) runs after their grace if the
+    /// session is still paused.
     pub async fn freeze(&self, host: &Arc<Host>) {
         let roots = host.shell_pids();
-        let cgroups = (host.cgroup.clone(), host.clients_cgroup.clone());
-        let members = self.members(host);
-        let _ = tokio::task::spawn_blocking(move || match cgroups {
-            (Some(session), clients) => {
-                if let Some(clients) = &clients {
-                    for pid in session
-                        .pids()
-                        .into_iter()
-                        .filter(|p| procs::is_task_client(*p))
-                    {
-                        let _ = clients.add(pid);
-                    }
-                }
-                if let Err(e) = session.freeze() {
-                    tracing::error!("{e:#}; freezing by signal instead");
-                    procs::freeze_members(&members, &roots);
-                }
-            }
-            (None, _) => {
-                procs::freeze_members(&members, &roots);
-            }
-        })
-        .await;
-        if let Some(clients) = host.clients_cgroup.clone() {
+        let sandbox_host = host.clone();
+        let deferred = tokio::task::spawn_blocking(move || sandbox_host.sandbox.freeze(&roots))
+            .await
+            .ok()
+            .flatten();
+        if let Some(deferred) = deferred {
             let host = host.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(TASK_CLIENT_GRACE).await;
                 if !host.clock_runs() {
-                    let _ = tokio::task::spawn_blocking(move || clients.freeze()).await;
+                    let _ = tokio::task::spawn_blocking(deferred).await;
                 }
             });
         }
@@ -1018,18 +1044,8 @@ impl Hub {
 
     pub async fn thaw(&self, host: &Arc<Host>) {
         let roots = host.shell_pids();
-        let cgroups = [host.clients_cgroup.clone(), host.cgroup.clone()];
-        let members = self.members(host);
-        let _ = tokio::task::spawn_blocking(move || {
-            for group in cgroups.iter().flatten() {
-                if let Err(e) = group.thaw() {
-                    tracing::error!("thawing: {e:#}");
-                }
-            }
-            // Also what a fallback freeze (or an older server) stopped by signal.
-            procs::thaw_members(&members, &roots);
-        })
-        .await;
+        let host = host.clone();
+        let _ = tokio::task::spawn_blocking(move || host.sandbox.thaw(&roots)).await;
     }
 
     pub async fn kill_everything(&self, host: &Arc<Host>) {
@@ -1037,30 +1053,8 @@ impl Hub {
         for shell in &shells {
             shell.kill();
         }
-        let cgroups = [host.cgroup.clone(), host.clients_cgroup.clone()];
-        // Everything in the jail dies with its init, marked or not.
-        if let Some(mut jail) = host.jail_guard().take() {
-            jail.stop();
-        }
-        let marker = host.marker();
-        let _ = tokio::task::spawn_blocking(move || {
-            for group in cgroups.iter().flatten() {
-                group.remove();
-            }
-            procs::kill_all(&marker)
-        })
-        .await;
-    }
-
-    /// How the session's processes are found without a cgroup: its jail's
-    /// pid namespace, else its marker.
-    fn members(&self, host: &Host) -> Members {
-        match host.jail_guard().as_ref() {
-            Some(jail) => Members::PidNamespace {
-                init_pid: jail.init_pid(),
-            },
-            None => Members::Marker(host.marker()),
-        }
+        let host = host.clone();
+        let _ = tokio::task::spawn_blocking(move || host.sandbox.stop()).await;
     }
 
     /// How to start `program args` in `cwd` as a process of this session:
@@ -1084,64 +1078,12 @@ impl Hub {
         Ok((enter, wrapped))
     }
 
-    /// The argv prefix that starts a session process in `cwd`: `rebench
-    /// sandbox-enter`, with the session's cgroup when `join_cgroup` (a
-    /// scorer's participant code stays in the scoring run's group) and its
-    /// jail when sessions are isolated.
-    fn launcher(&self, host: &Host, cwd: &Path, join_cgroup: bool) -> OpResult<Vec<String>> {
-        let exe = self
-            .exe
-            .as_ref()
-            .ok_or_else(|| OpError::internal("cannot find the rebench binary"))?;
-        let target = self.jail_target(host)?;
-        let cgroup = host
-            .cgroup
-            .as_ref()
-            .filter(|_| join_cgroup)
-            .map(|g| g.path().to_path_buf());
-        Ok(launcher_prefix(
-            exe,
-            &Launch {
-                target,
-                cgroup,
-                cwd: cwd.to_path_buf(),
-                env: Vec::new(),
-                argv: Vec::new(),
-            },
-        ))
-    }
-
-    /// The host pid of the session's jail init (started if need be); None
-    /// without isolation.
-    fn jail_target(&self, host: &Host) -> OpResult<Option<i32>> {
-        let Isolation::Bwrap(bwrap) = &host.backend else {
-            return Ok(None);
-        };
-        let mut slot = host.jail_guard();
-        let mut current = slot.take();
-        if current.as_mut().is_some_and(|jail| !jail.is_running()) {
-            tracing::warn!(session = %host.meta.id, "the session's jail had stopped; starting a new one");
-            current = None;
-        }
-        let jail = match current {
-            Some(jail) => jail,
-            None => {
-                let jail = Jail::start(
-                    bwrap,
-                    &self.jail_layout(host),
-                    &host.marker(),
-                    host.cgroup.as_ref(),
-                )
-                .map_err(|e| {
-                    OpError::internal(format!("could not start the session's jail: {e:#}"))
-                })?;
-                tracing::info!(session = %host.meta.id, init = jail.init_pid(), "session jail started");
-                jail
-            }
-        };
-        let target = jail.init_pid();
-        *slot = Some(jail);
-        Ok(Some(target))
+    /// The argv prefix that starts a session process in `cwd` (see
+    /// `Sandbox::launcher`).
+    fn launcher(&self, host: &Host, cwd: &Path, own_group: bool) -> OpResult<Vec<String>> {
+        host.sandbox
+            .launcher(cwd, own_group)
+            .map_err(OpError::internal)
     }
 
     /// What the session's scorer gets as REBENCH_JAIL: the prefix that runs
@@ -1149,13 +1091,12 @@ impl Hub {
     /// the jail when isolated), in the workspace, inside the scoring run's
     /// cgroup.
     fn scorer_jail(&self, host: &Host) -> Result<Vec<String>, String> {
-        self.launcher(host, &host.meta.workspace, false)
-            .map_err(|e| e.message)
+        host.sandbox.launcher(&host.meta.workspace, false)
     }
 
     /// What a session's jail hides and shows: see `sandbox::jail`.
-    fn jail_layout(&self, host: &Host) -> Layout {
-        let mut hidden = vec![self.paths.root.clone(), host.meta.env_dir.clone()];
+    fn jail_layout(&self, meta: &SessionMeta) -> Layout {
+        let mut hidden = vec![self.paths.root.clone(), meta.env_dir.clone()];
         hidden.extend(crate::environment::discovery::search_path(&self.paths.root));
         // An environment folder in a git checkout is also in its history
         // (`git show HEAD:environments/x/reference/…`): hide that too.
@@ -1166,14 +1107,14 @@ impl Hub {
         }
         let mut read_only = vec![self.rc_file.clone()];
         read_only.extend(self.bin_dir.clone());
-        if let Some(venv) = host.meta.prepared.as_ref().and_then(|p| p.venv.clone()) {
+        if let Some(venv) = meta.prepared.as_ref().and_then(|p| p.venv.clone()) {
             read_only.push(venv);
         }
         Layout {
             hidden,
             read_only,
-            writable: vec![host.meta.workspace.clone(), self.paths.participant_socket()],
-            tmp: self.paths.root.join("tmp").join(&host.meta.id),
+            writable: vec![meta.workspace.clone(), self.paths.participant_socket()],
+            tmp: self.paths.root.join("tmp").join(&meta.id),
         }
     }
 
@@ -1195,15 +1136,6 @@ impl Hub {
             }
             venv.retain(|(k, _)| k != "PATH");
         }
-        // In a jail $HOME is read-only: caches go to the session's /tmp.
-        let caches: &[(&str, &str)] = match host.backend {
-            Isolation::Bwrap(_) => &[
-                ("XDG_CACHE_HOME", "/tmp/.cache"),
-                ("TRITON_CACHE_DIR", "/tmp/.cache/triton"),
-                ("MPLCONFIGDIR", "/tmp/.cache/matplotlib"),
-            ],
-            Isolation::None => &[],
-        };
         let own: Vec<(String, String)> = vec![
             (
                 "REBENCH_SOCKET".into(),
@@ -1218,7 +1150,7 @@ impl Hub {
         ]
         .into_iter()
         .chain(venv)
-        .chain(caches.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+        .chain(host.sandbox.env())
         .collect();
         let mut env: Vec<(String, String)> = self
             .base_env

@@ -116,7 +116,7 @@ async fn kill_leftovers(hub: &Arc<Hub>, host: &Arc<super::host::Host>) {
     let mut groups = Vec::new();
     if let Some(root) = &hub.cgroups {
         groups.extend(root.existing(&scoring_group_name(host.id())));
-        if host.cgroup.is_none() {
+        if host.sandbox.containment() != "cgroup" {
             groups.extend(root.existing(host.id()));
             groups.extend(root.existing(&format!("{}.clients", host.id())));
         }

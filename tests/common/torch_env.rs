@@ -153,3 +153,12 @@ pub fn invalid_error(outcome: &ScorerOutcome) -> String {
     );
     error
 }
+
+/// A jail for scoring `ws` as the server makes one for an isolated
+/// session: the preparation (held-out data) and the environment folder
+/// hidden, the venv read-only, the workspace writable.
+pub fn scorer_jail(env_dir: &Path, ready: &Prepared, ws: &Path) -> super::TestJail {
+    let hidden = [ready.dir.clone(), env_dir.canonicalize().unwrap()];
+    let venv: Vec<PathBuf> = ready.venv.iter().cloned().collect();
+    super::test_jail(&hidden, &venv, &[ws.to_path_buf()], ws)
+}

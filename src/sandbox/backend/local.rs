@@ -1,0 +1,58 @@
+//! `local`: the session's processes run on the server's machine as the
+//! server's user, held by its cgroup (else its marker). No isolation.
+
+use std::path::{Path, PathBuf};
+
+use crate::sandbox::enter::{Launch, prefix};
+
+use super::{Deferred, Groups, Sandbox};
+
+pub struct Local {
+    exe: PathBuf,
+    groups: Groups,
+}
+
+impl Local {
+    pub fn new(exe: PathBuf, groups: Groups) -> Local {
+        Local { exe, groups }
+    }
+}
+
+impl Sandbox for Local {
+    fn backend(&self) -> &'static str {
+        "local"
+    }
+
+    fn isolation(&self) -> &'static str {
+        "none"
+    }
+
+    fn containment(&self) -> &'static str {
+        self.groups.containment("marker")
+    }
+
+    fn launcher(&self, cwd: &Path, own_group: bool) -> Result<Vec<String>, String> {
+        Ok(prefix(
+            &self.exe,
+            &Launch {
+                target: None,
+                cgroup: self.groups.join(own_group),
+                cwd: cwd.to_path_buf(),
+                env: Vec::new(),
+                argv: Vec::new(),
+            },
+        ))
+    }
+
+    fn freeze(&self, shells: &[i32]) -> Option<Deferred> {
+        self.groups.freeze_marked(shells)
+    }
+
+    fn thaw(&self, shells: &[i32]) {
+        self.groups.thaw_marked(shells);
+    }
+
+    fn stop(&self) {
+        self.groups.kill();
+    }
+}

@@ -1,0 +1,98 @@
+//! The sandbox seam: one [`Sandbox`] per session owns everything that
+//! differs between backends — how a process of the session is started, how
+//! they are all frozen, thawed and killed, what the session's processes need
+//! in their environment, and how it describes itself. The server above it
+//! never matches on backend kinds.
+//!
+//! Adding a backend: a module here implementing [`Sandbox`], and one arm in
+//! [`Backend::open`] (see `docs/sandbox.md`).
+
+mod bwrap;
+mod groups;
+mod local;
+mod unavailable;
+
+use std::path::{Path, PathBuf};
+
+pub use bwrap::Bwrap;
+pub use groups::Groups;
+pub use local::Local;
+pub use unavailable::Unavailable;
+
+use super::jail::{Isolation, Layout};
+
+/// A step a freeze leaves for later: run once the grace for in-shell
+/// `rebench task` clients is over, if the session is still paused.
+pub type Deferred = Box<dyn FnOnce() + Send>;
+
+/// Where one session's processes run. Methods block (they touch cgroups,
+/// `/proc` or a container engine): call them off the async threads.
+pub trait Sandbox: Send + Sync {
+    /// Its `--sandbox` name: `local`, `bwrap`.
+    fn backend(&self) -> &'static str;
+    /// Session views' `isolation`: `none`, `bwrap`.
+    fn isolation(&self) -> &'static str;
+    /// The machine the processes run on (`local`: the server's own).
+    fn host(&self) -> &str {
+        "local"
+    }
+    /// What freezing and killing go by: `cgroup`, `pidns` or `marker`.
+    fn containment(&self) -> &'static str;
+    /// The argv prefix that starts a process of the session in `cwd`,
+    /// starting the session's environment (a jail) if need be. With
+    /// `own_group` false the process stays in its caller's group: the
+    /// participant code a scoring run starts dies with that run.
+    fn launcher(&self, cwd: &Path, own_group: bool) -> Result<Vec<String>, String>;
+    /// Variables the backend adds to the session's environment.
+    fn env(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// Stops every process of the session (`shells`: its shells' pids).
+    fn freeze(&self, shells: &[i32]) -> Option<Deferred>;
+    /// Lets them run again.
+    fn thaw(&self, shells: &[i32]);
+    /// Kills every process of the session and releases what it holds.
+    fn stop(&self);
+}
+
+/// How sessions' sandboxes are made on this server: the pieces every
+/// backend may need.
+#[derive(Debug, Clone)]
+pub struct Factory {
+    /// The running `rebench` binary (`sandbox-enter`).
+    pub exe: Option<PathBuf>,
+}
+
+/// What one session's sandbox is made from.
+pub struct Spec {
+    pub session: String,
+    pub groups: Groups,
+    /// What a jail hides and shows (used by isolating backends).
+    pub layout: Layout,
+}
+
+/// The backend a session runs in, resolved on this machine.
+pub struct Backend;
+
+impl Backend {
+    /// The session's sandbox for `isolation`: the one place backends are chosen.
+    pub fn open(factory: &Factory, isolation: &Isolation, spec: Spec) -> Box<dyn Sandbox> {
+        let Some(exe) = factory.exe.clone() else {
+            return Box::new(Unavailable::new(
+                isolation.backend_name(),
+                "cannot find the rebench binary",
+                spec.groups,
+            ));
+        };
+        match isolation {
+            Isolation::None => Box::new(Local::new(exe, spec.groups)),
+            Isolation::Bwrap(bwrap) => Box::new(Bwrap::new(
+                exe,
+                bwrap.clone(),
+                spec.session,
+                spec.layout,
+                spec.groups,
+            )),
+        }
+    }
+}
