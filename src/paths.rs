@@ -35,8 +35,14 @@ impl DataPaths {
         self.root.join("rebench.sock")
     }
     /// The participant socket: every connection must present a session token.
+    /// The participant socket's own folder: a session's jail or container
+    /// shows this folder (not the socket file), so the socket a restarted
+    /// server makes is the one they see.
+    pub fn participant_dir(&self) -> PathBuf {
+        self.root.join("participant")
+    }
     pub fn participant_socket(&self) -> PathBuf {
-        self.root.join("participant.sock")
+        self.participant_dir().join("participant.sock")
     }
     pub fn database(&self) -> PathBuf {
         self.root.join("db")
@@ -67,6 +73,12 @@ impl DataPaths {
         std::fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o700))?;
         std::fs::create_dir_all(self.workspaces())?;
         std::fs::create_dir_all(self.assets())?;
+        // Searchable by a container's user, who connects to the socket in it.
+        std::fs::create_dir_all(self.participant_dir())?;
+        std::fs::set_permissions(
+            self.participant_dir(),
+            std::fs::Permissions::from_mode(0o711),
+        )?;
         Ok(())
     }
 }

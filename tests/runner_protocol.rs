@@ -192,24 +192,6 @@ async fn a_participant_token_reaches_only_its_own_session_and_participant_operat
     );
 }
 
-async fn read_until(client: &mut Client, shell: u32, needle: &str, screen: &mut String) -> bool {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while !screen.contains(needle) {
-        match tokio::time::timeout_at(deadline, client.next_push()).await {
-            Ok(Ok(Push::ShellOutput { shell: s, data, .. })) if s == shell => {
-                screen.push_str(&String::from_utf8_lossy(&b64_decode(&data).unwrap()));
-            }
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
-                screen.push_str(&format!("\n[client error: {e}]"));
-                return false;
-            }
-            Err(_) => return false,
-        }
-    }
-    true
-}
-
 #[tokio::test]
 async fn a_session_shell_runs_the_in_shell_commands_and_is_recorded() {
     let (_env_dir, env) = fixture_env(|t| t);

@@ -44,6 +44,13 @@ pub enum Command {
         /// The cgroup folder to join.
         #[arg(long)]
         cgroup: Option<std::path::PathBuf>,
+        /// Run in this container (docker sessions): the engine's endpoint.
+        #[arg(long, requires_all = ["container", "user"])]
+        docker: Option<String>,
+        #[arg(long)]
+        container: Option<String>,
+        #[arg(long)]
+        user: Option<String>,
         #[arg(long)]
         cwd: std::path::PathBuf,
         /// KEY=VALUE to set after the environment is scrubbed.
@@ -180,7 +187,7 @@ pub struct NewArgs {
     /// Do not record keystrokes (terminal output is always recorded).
     #[arg(long)]
     pub no_input_recording: bool,
-    /// Where the session's processes run: local or bwrap (default:
+    /// Where the session's processes run: local, bwrap or docker (default:
     /// $REBENCH_BACKEND, else the safest that works on the server's machine).
     #[arg(long)]
     pub sandbox: Option<String>,
@@ -196,6 +203,9 @@ pub fn run(cli: Cli) -> i32 {
         Command::SandboxEnter {
             target,
             cgroup,
+            docker,
+            container,
+            user,
             cwd,
             env,
             command,
@@ -203,6 +213,11 @@ pub fn run(cli: Cli) -> i32 {
             &crate::sandbox::enter::Launch {
                 target,
                 cgroup,
+                docker: docker.map(|endpoint| crate::sandbox::enter::DockerTarget {
+                    endpoint,
+                    container: container.unwrap_or_default(),
+                    user: user.unwrap_or_default(),
+                }),
                 cwd,
                 env,
                 argv: command,

@@ -90,6 +90,11 @@ fn session_raw(v: &SessionView) -> String {
     out.push_str(&format!("workspace {}\n", v.workspace));
     if v.isolation == "bwrap" {
         out.push_str("isolation: bwrap jail (docs/sandbox.md)\n");
+    } else if v.isolation == "docker" {
+        out.push_str(&format!(
+            "isolation: docker container on host {} (docs/sandbox.md)\n",
+            printable(&v.host)
+        ));
     } else if v.isolation == "none" {
         out.push_str("isolation: none (processes run as the server's user)\n");
     }

@@ -245,7 +245,7 @@ pub struct CreateSession {
     /// Keystrokes are not recorded (a cohort's setting; output always is).
     #[serde(default)]
     pub no_input_recording: bool,
-    /// `local` or `bwrap`; None: the server's default (the safest that works).
+    /// `local`, `bwrap` or `docker`; None: the server's default (the safest that works).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<String>,
 }

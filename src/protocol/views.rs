@@ -144,13 +144,17 @@ pub struct SessionView {
     #[serde(default)]
     pub isolation: String,
     /// What pausing freezes and ending kills by: `cgroup` (nothing can
-    /// leave it), `pidns` (the jail's pid namespace) or `marker` (an
-    /// environment variable a process can drop); empty from an older server.
+    /// leave it), `pidns` (the jail's pid namespace), `marker` (an
+    /// environment variable a process can drop) or `container` (the
+    /// engine's pause and removal); empty from an older server.
     #[serde(default)]
     pub containment: String,
-    /// The sandbox backend: `local` or `bwrap`; empty from an older server.
+    /// The sandbox backend: `local`, `bwrap` or `docker`; empty from an older server.
     #[serde(default)]
     pub sandbox: String,
+    /// The machine its processes run on: `local` (the server's), or a host's name.
+    #[serde(default)]
+    pub host: String,
     /// Why the session is not isolated, when it fell back to `local`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_warning: Option<String>,
@@ -241,6 +245,7 @@ impl SessionView {
             isolation: String::new(),
             containment: String::new(),
             sandbox: String::new(),
+            host: String::new(),
             sandbox_warning: meta.sandbox_warning.clone(),
             scores: with_scores.then(|| {
                 state

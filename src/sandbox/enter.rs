@@ -29,10 +29,21 @@ pub struct Launch {
     pub target: Option<i32>,
     /// The cgroup folder to join first.
     pub cgroup: Option<PathBuf>,
+    /// The container to run in instead (docker sessions).
+    pub docker: Option<DockerTarget>,
     pub cwd: PathBuf,
     /// `KEY=VALUE` set after the scrub.
     pub env: Vec<OsString>,
     pub argv: Vec<OsString>,
+}
+
+/// A session's container: the command runs there through the engine's
+/// exec API (see `enter_docker`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DockerTarget {
+    pub endpoint: String,
+    pub container: String,
+    pub user: String,
 }
 
 /// Runs `launch`; returns the exit code to exit with (only in a jail: else
@@ -47,6 +58,14 @@ pub fn launch(launch: &Launch) -> anyhow::Result<i32> {
         let procs = cgroup.join("cgroup.procs");
         std::fs::write(&procs, "0")
             .with_context(|| format!("joining the session's cgroup ({})", procs.display()))?;
+    }
+    if let Some(docker) = &launch.docker {
+        return super::enter_docker::run(
+            docker,
+            &launch.cwd,
+            &scrubbed_env(&launch.env)?,
+            &launch.argv,
+        );
     }
     let mut command = std::process::Command::new(program);
     command
@@ -139,6 +158,16 @@ pub fn prefix(exe: &Path, launch_opts: &Launch) -> Vec<String> {
     if let Some(cgroup) = &launch_opts.cgroup {
         argv.extend(["--cgroup".to_string(), cgroup.display().to_string()]);
     }
+    if let Some(docker) = &launch_opts.docker {
+        argv.extend([
+            "--docker".to_string(),
+            docker.endpoint.clone(),
+            "--container".to_string(),
+            docker.container.clone(),
+            "--user".to_string(),
+            docker.user.clone(),
+        ]);
+    }
     argv.extend(["--cwd".to_string(), launch_opts.cwd.display().to_string()]);
     for pair in &launch_opts.env {
         argv.extend(["--env".to_string(), pair.to_string_lossy().into_owned()]);
@@ -227,6 +256,7 @@ mod tests {
         let launch = Launch {
             target: Some(77),
             cgroup: Some(PathBuf::from("/sys/fs/cgroup/rebench/x/s")),
+            docker: None,
             cwd: PathBuf::from("/ws"),
             env: vec![OsString::from("REBENCH_SANDBOX=t")],
             argv: Vec::new(),
@@ -250,6 +280,7 @@ mod tests {
         let plain = Launch {
             target: None,
             cgroup: None,
+            docker: None,
             ..launch
         };
         assert_eq!(

@@ -34,6 +34,8 @@ pub enum Isolation {
     None,
     /// In a bubblewrap jail per session; the path of `bwrap`.
     Bwrap(PathBuf),
+    /// In a container per session on a Docker engine (its endpoint).
+    Docker(String),
 }
 
 /// The backend sessions get when they do not ask for one, and why it is
@@ -54,7 +56,12 @@ impl Isolation {
             "bwrap" => usable_bwrap()
                 .map(Isolation::Bwrap)
                 .map_err(anyhow::Error::msg),
-            other => bail!("unknown sandbox {other:?}: expected local or bwrap"),
+            "docker" => {
+                let endpoint = super::docker::default_endpoint();
+                super::docker::ping(&endpoint)?;
+                Ok(Isolation::Docker(endpoint))
+            }
+            other => bail!("unknown sandbox {other:?}: expected local, bwrap or docker"),
         }
     }
 
@@ -99,11 +106,12 @@ impl Isolation {
         })
     }
 
-    /// The backend's name in session views and `--sandbox`: `local` or `bwrap`.
+    /// The backend's name in session views and `--sandbox`: `local`, `bwrap` or `docker`.
     pub fn backend_name(&self) -> &'static str {
         match self {
             Isolation::None => "local",
             Isolation::Bwrap(_) => "bwrap",
+            Isolation::Docker(_) => "docker",
         }
     }
 
@@ -112,6 +120,7 @@ impl Isolation {
         match self {
             Isolation::None => "none",
             Isolation::Bwrap(_) => "bwrap",
+            Isolation::Docker(_) => "docker",
         }
     }
 }
@@ -163,7 +172,7 @@ pub struct Layout {
     pub hidden: Vec<PathBuf>,
     /// Then shown again, read-only (venv, rc file, the rebench binary's folder).
     pub read_only: Vec<PathBuf>,
-    /// Then shown again, writable (the workspace, the participant socket).
+    /// Then shown again, writable (the workspace, the participant socket's folder).
     pub writable: Vec<PathBuf>,
     /// A folder mounted as the jail's /tmp.
     pub tmp: PathBuf,

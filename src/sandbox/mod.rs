@@ -7,7 +7,9 @@
 
 pub mod backend;
 pub mod cgroup;
+pub mod docker;
 pub mod enter;
+mod enter_docker;
 pub mod environ;
 pub mod exec;
 pub mod jail;

@@ -294,6 +294,7 @@ impl Host {
         view.isolation = self.sandbox.isolation().to_string();
         view.sandbox = self.sandbox.backend().to_string();
         view.containment = self.sandbox.containment().to_string();
+        view.host = self.sandbox.host().to_string();
         view
     }
 

@@ -196,6 +196,7 @@ impl Hub {
             Ok(isolation) => {
                 let spec = Spec {
                     session: meta.id.clone(),
+                    workspace: meta.workspace.clone(),
                     groups,
                     layout: self.jail_layout(meta),
                 };
@@ -209,7 +210,11 @@ impl Hub {
             }
             Err((name, e)) => {
                 tracing::error!(session = %meta.id, "the session's sandbox {name} does not work here: {e:#}");
-                let name = if name == "bwrap" { "bwrap" } else { "local" };
+                let name = match name {
+                    "bwrap" => "bwrap",
+                    "docker" => "docker",
+                    _ => "local",
+                };
                 Box::new(Unavailable::new(name, format!("{e:#}"), groups))
             }
         }
@@ -1113,7 +1118,7 @@ impl Hub {
         Layout {
             hidden,
             read_only,
-            writable: vec![meta.workspace.clone(), self.paths.participant_socket()],
+            writable: vec![meta.workspace.clone(), self.paths.participant_dir()],
             tmp: self.paths.root.join("tmp").join(&meta.id),
         }
     }

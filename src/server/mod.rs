@@ -67,8 +67,8 @@ pub async fn serve_with_clock(
     );
     recovery::load_and_recover(&hub).await?;
 
-    let admin = bind(&paths.socket())?;
-    let participant = bind(&paths.participant_socket())?;
+    let admin = bind(&paths.socket(), 0o600)?;
+    let participant = bind(&paths.participant_socket(), 0o666)?;
     let descriptors = raise_descriptor_limit();
     // Participants get what is left after a reserve for the operator's
     // connections, shells, scorers and the store, so that no number of
@@ -127,12 +127,16 @@ async fn shut_down(hub: &Arc<hub::Hub>) {
     }
 }
 
-fn bind(path: &std::path::Path) -> anyhow::Result<UnixListener> {
+/// Listens on `path` with `mode`: the admin socket is the owner's alone;
+/// the participant socket may be connected to by any user that can reach
+/// it — a container's unprivileged user, through its bind mount, since the
+/// data dir around it stays private — and admits only a session's token.
+fn bind(path: &std::path::Path, mode: u32) -> anyhow::Result<UnixListener> {
     // We hold the server lock, so a socket file left here is stale.
     let _ = std::fs::remove_file(path);
     let listener =
         UnixListener::bind(path).with_context(|| format!("cannot listen on {}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
     Ok(listener)
 }
 

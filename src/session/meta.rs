@@ -71,7 +71,7 @@ pub struct SessionMeta {
     /// The environment's preparation on this machine (venv, hidden data).
     #[serde(default)]
     pub prepared: Option<crate::environment::prepare::Prepared>,
-    /// Where its processes run: `local` or `bwrap`. Sessions made before
+    /// Where its processes run: `local`, `bwrap` or `docker`. Sessions made before
     /// the choice was per session have none: the server's default then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<String>,

@@ -388,6 +388,7 @@ pub fn test_jail(
     let launch = rebench::sandbox::enter::Launch {
         target: Some(jail.init_pid()),
         cgroup: None,
+        docker: None,
         cwd: cwd.to_path_buf(),
         env: Vec::new(),
         argv: Vec::new(),
@@ -399,4 +400,100 @@ pub fn test_jail(
         _jail: jail,
         _tmp: tmp,
     }
+}
+
+/// Reads `shell`'s output pushed to `client` into `screen` until it holds
+/// `needle` (30 s at most); whether it did.
+pub async fn read_until(
+    client: &mut Client,
+    shell: u32,
+    needle: &str,
+    screen: &mut String,
+) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !screen.contains(needle) {
+        match tokio::time::timeout_at(deadline, client.next_push()).await {
+            Ok(Ok(rebench::protocol::Push::ShellOutput { shell: s, data, .. })) if s == shell => {
+                screen.push_str(&String::from_utf8_lossy(
+                    &rebench::protocol::b64_decode(&data).unwrap(),
+                ));
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                screen.push_str(&format!("\n[client error: {e}]"));
+                return false;
+            }
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// Opens a shell in `session` as its participant, drives it, types `input`
+/// and reads until `needle`; what the screen showed, and whether it did.
+pub async fn shell_until(
+    server: &TestServer,
+    session: &str,
+    input: &str,
+    needle: &str,
+) -> (String, bool) {
+    use rebench::protocol::{AttachMode, AttachReply, ShellInfo, b64_encode};
+    let mut driver = server.participant(session).await;
+    let info: ShellInfo = driver
+        .call(Request::ShellOpen {
+            session: session.into(),
+            cols: 100,
+            rows: 30,
+        })
+        .await
+        .unwrap();
+    let _: AttachReply = driver
+        .call(Request::ShellAttach {
+            session: session.into(),
+            shell: info.shell,
+            mode: AttachMode::Driver,
+        })
+        .await
+        .unwrap();
+    driver
+        .send(Request::ShellInput {
+            session: session.into(),
+            shell: info.shell,
+            data: b64_encode(input.as_bytes()),
+        })
+        .await
+        .unwrap();
+    let mut screen = String::new();
+    let found = read_until(&mut driver, info.shell, needle, &mut screen).await;
+    (screen, found)
+}
+
+/// Whether a Docker engine answers at the default endpoint. When none does,
+/// `what` is skipped, loudly on the real stderr; with
+/// `REBENCH_REQUIRE_DOCKER=1` (CI) that is a failure instead.
+pub fn docker_works(what: &str) -> bool {
+    let endpoint = rebench::sandbox::docker::default_endpoint();
+    let Err(e) = rebench::sandbox::docker::ping(&endpoint) else {
+        return true;
+    };
+    let text = format!("SKIPPED: {what} did not run: {e:#}");
+    if std::env::var_os("REBENCH_REQUIRE_DOCKER").is_some_and(|v| v == "1") {
+        panic!("{text}");
+    }
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "\n{text}\n");
+    false
+}
+
+/// The containers on the default engine labelled for `session` (running or not).
+pub fn session_containers(session: &str) -> Vec<String> {
+    let out = Command::new("docker")
+        .args(["ps", "-a", "--format", "{{.Names}} {{.State}}", "--filter"])
+        .arg(format!("label=rebench.session={session}"))
+        .output()
+        .expect("running the docker client");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
 }

@@ -257,12 +257,19 @@ def read_reply(pipe, expected, details):
         raise WorkerFailed("the solution's process broke the protocol (did it write to its stdout file descriptor?)")
 
 
+def session_python(prefix):
+    """The participant's python: the session's `python3` (from its PATH, the
+    environment's venv first) when run through REBENCH_JAIL, which may be a
+    container with its own; this one otherwise."""
+    return "python3" if prefix else sys.executable
+
+
 def start_worker(folder, prefix, settings, details):
     # None of rebench's variables (the jail's launcher drops them anyway);
     # the settings go as an argument for the same reason.
     env = {k: v for k, v in os.environ.items() if not k.startswith("REBENCH_")}
     worker = subprocess.Popen(
-        prefix + [sys.executable, "-B", "-c", WORKER, folder, json.dumps(settings)],
+        prefix + [session_python(prefix), "-B", "-c", WORKER, folder, json.dumps(settings)],
         cwd=folder,
         env=env,
         stdin=subprocess.PIPE,

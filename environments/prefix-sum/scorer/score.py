@@ -177,12 +177,19 @@ def read_reply(pipe):
     return kind
 
 
+def session_python(prefix):
+    """The participant's python: the session's `python3` (from its PATH, the
+    environment's venv first) when run through REBENCH_JAIL, which may be a
+    container with its own; this one otherwise."""
+    return "python3" if prefix else sys.executable
+
+
 def start_worker(folder, prefix):
     """The worker serving `folder`/solution.py, started through `prefix`."""
     # None of rebench's variables (the jail's launcher drops them anyway).
     env = {k: v for k, v in os.environ.items() if not k.startswith("REBENCH_")}
     worker = subprocess.Popen(
-        prefix + [sys.executable, "-B", "-c", WORKER, folder],
+        prefix + [session_python(prefix), "-B", "-c", WORKER, folder],
         cwd=folder,
         env=env,
         stdin=subprocess.PIPE,

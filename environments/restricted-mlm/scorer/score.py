@@ -222,6 +222,13 @@ os._exit(0)
 """
 
 
+def session_python(prefix):
+    """The participant's python: the session's `python3` (from its PATH, the
+    environment's venv first) when run through REBENCH_JAIL, which may be a
+    container with its own; this one otherwise."""
+    return "python3" if prefix else sys.executable
+
+
 class Worker:
     """The participant's process and a thread that reads its messages:
     small ones into a queue, the tensors straight to a file."""
@@ -233,7 +240,7 @@ class Worker:
         self.tensors_limit = tensors_limit
         self.messages = queue.Queue()
         self.process = subprocess.Popen(
-            prefix + [sys.executable, "-I", "-B", "-c", WORKER, workspace, json.dumps(settings)],
+            prefix + [session_python(prefix), "-I", "-B", "-c", WORKER, workspace, json.dumps(settings)],
             cwd=workspace,
             env=env,
             stdin=subprocess.DEVNULL,

@@ -104,6 +104,7 @@ impl Sandbox for Bwrap {
             &Launch {
                 target: Some(target),
                 cgroup: self.groups.join(own_group),
+                docker: None,
                 cwd: cwd.to_path_buf(),
                 env: Vec::new(),
                 argv: Vec::new(),

@@ -37,6 +37,7 @@ impl Sandbox for Local {
             &Launch {
                 target: None,
                 cgroup: self.groups.join(own_group),
+                docker: None,
                 cwd: cwd.to_path_buf(),
                 env: Vec::new(),
                 argv: Vec::new(),

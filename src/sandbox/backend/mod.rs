@@ -8,6 +8,7 @@
 //! [`Backend::open`] (see `docs/sandbox.md`).
 
 mod bwrap;
+mod docker;
 mod groups;
 mod local;
 mod unavailable;
@@ -15,6 +16,7 @@ mod unavailable;
 use std::path::{Path, PathBuf};
 
 pub use bwrap::Bwrap;
+pub use docker::{Docker, SESSION_LABEL};
 pub use groups::Groups;
 pub use local::Local;
 pub use unavailable::Unavailable;
@@ -28,15 +30,15 @@ pub type Deferred = Box<dyn FnOnce() + Send>;
 /// Where one session's processes run. Methods block (they touch cgroups,
 /// `/proc` or a container engine): call them off the async threads.
 pub trait Sandbox: Send + Sync {
-    /// Its `--sandbox` name: `local`, `bwrap`.
+    /// Its `--sandbox` name: `local`, `bwrap`, `docker`.
     fn backend(&self) -> &'static str;
-    /// Session views' `isolation`: `none`, `bwrap`.
+    /// Session views' `isolation`: `none`, `bwrap`, `docker`.
     fn isolation(&self) -> &'static str;
     /// The machine the processes run on (`local`: the server's own).
     fn host(&self) -> &str {
         "local"
     }
-    /// What freezing and killing go by: `cgroup`, `pidns` or `marker`.
+    /// What freezing and killing go by: `cgroup`, `pidns`, `marker`, `container`.
     fn containment(&self) -> &'static str;
     /// The argv prefix that starts a process of the session in `cwd`,
     /// starting the session's environment (a jail) if need be. With
@@ -66,6 +68,7 @@ pub struct Factory {
 /// What one session's sandbox is made from.
 pub struct Spec {
     pub session: String,
+    pub workspace: PathBuf,
     pub groups: Groups,
     /// What a jail hides and shows (used by isolating backends).
     pub layout: Layout,
@@ -93,6 +96,29 @@ impl Backend {
                 spec.layout,
                 spec.groups,
             )),
+            Isolation::Docker(endpoint) => {
+                match crate::sandbox::docker::Engine::connect("local", endpoint) {
+                    Ok(engine) => {
+                        // What a jail shows, a container shows at the same paths.
+                        let shared = spec
+                            .layout
+                            .read_only
+                            .iter()
+                            .map(|p| (p.clone(), false))
+                            .chain(spec.layout.writable.iter().map(|p| (p.clone(), true)))
+                            .collect();
+                        Box::new(Docker::new(
+                            exe,
+                            engine,
+                            spec.session,
+                            spec.workspace,
+                            shared,
+                            spec.groups,
+                        ))
+                    }
+                    Err(e) => Box::new(Unavailable::new("docker", format!("{e:#}"), spec.groups)),
+                }
+            }
         }
     }
 }

@@ -1,0 +1,277 @@
+//! `docker`: the session's processes run in one container of its own on a
+//! Docker engine, created with its first process from the base image (see
+//! `sandbox::docker::image`), as the unprivileged `agent` user, with no
+//! network. The workspace is bound at `/home/agent` (and at its own path,
+//! so that paths a scorer passes mean the same inside). Pause is the
+//! engine's pause (the cgroup freezer: nothing in the container computes,
+//! however it was started); stop removes the container.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{CreateContainerOptions, RemoveContainerOptions};
+
+use crate::sandbox::docker::image::{AGENT_HOME, AGENT_UID, AGENT_USER, ensure_base_image};
+use crate::sandbox::docker::{Engine, block_on};
+use crate::sandbox::enter::{DockerTarget, Launch, prefix};
+
+use super::{Deferred, Groups, Sandbox};
+
+/// The label every session container carries (operators and tests find them by it).
+pub const SESSION_LABEL: &str = "rebench.session";
+/// Processes a container may hold at once (a fork bomb stops there).
+const PIDS_LIMIT: i64 = 4096;
+
+pub struct Docker {
+    exe: PathBuf,
+    engine: Engine,
+    session: String,
+    workspace: PathBuf,
+    /// Host paths the container shows at the same path: (path, writable).
+    shared: Vec<(PathBuf, bool)>,
+    /// The host-side `sandbox-enter` proxies carry the session's marker.
+    groups: Groups,
+    /// The container's name, once it runs.
+    container: Mutex<Option<String>>,
+}
+
+impl Docker {
+    pub fn new(
+        exe: PathBuf,
+        engine: Engine,
+        session: String,
+        workspace: PathBuf,
+        shared: Vec<(PathBuf, bool)>,
+        groups: Groups,
+    ) -> Docker {
+        Docker {
+            exe,
+            engine,
+            session,
+            workspace,
+            shared,
+            groups,
+            container: Mutex::new(None),
+        }
+    }
+
+    fn name(&self) -> String {
+        format!("rebench-{}", self.session)
+    }
+
+    /// The container's name, created and started if need be.
+    fn ensure_container(&self) -> Result<String, String> {
+        let mut slot = self.container.lock().unwrap_or_else(|e| e.into_inner());
+        let name = self.name();
+        let client = &self.engine.client;
+        let state = block_on(client.inspect_container(&name, None))
+            .ok()
+            .and_then(|c| c.state);
+        match state {
+            Some(state) if state.running == Some(true) => {}
+            Some(_) => {
+                // Stopped from outside (or the host rebooted): its files are
+                // the workspace's, outside it; start it again.
+                tracing::warn!(session = %self.session, container = %name, "the session's container had stopped; starting it again");
+                block_on(client.start_container(&name, None))
+                    .map_err(|e| self.engine.explain("restarting the session's container", e))?;
+            }
+            None => self.create(&name)?,
+        }
+        *slot = Some(name.clone());
+        Ok(name)
+    }
+
+    fn create(&self, name: &str) -> Result<(), String> {
+        let client = &self.engine.client;
+        let image = block_on(ensure_base_image(
+            &self.engine,
+            &|line| tracing::info!(session = %self.session, "{line}"),
+        ))
+        .map_err(|e| format!("{e:#}"))?;
+        let user = self.container_user()?;
+        let mut binds = vec![
+            format!("{}:{AGENT_HOME}", self.workspace.display()),
+            format!("{}:{}", self.workspace.display(), self.workspace.display()),
+        ];
+        for (path, writable) in &self.shared {
+            if path.exists() && path != &self.workspace {
+                let mode = if *writable { "" } else { ":ro" };
+                binds.push(format!("{}:{}{mode}", path.display(), path.display()));
+            }
+        }
+        let body = ContainerCreateBody {
+            image: Some(image),
+            user: Some(user),
+            working_dir: Some(AGENT_HOME.into()),
+            cmd: Some(vec!["sleep".into(), "infinity".into()]),
+            env: Some(vec![format!("HOME={AGENT_HOME}")]),
+            labels: Some(HashMap::from([(
+                SESSION_LABEL.to_string(),
+                self.session.clone(),
+            )])),
+            host_config: Some(HostConfig {
+                binds: Some(binds),
+                network_mode: Some("none".into()),
+                init: Some(true),
+                pids_limit: Some(PIDS_LIMIT),
+                security_opt: Some(vec!["no-new-privileges".into()]),
+                cap_drop: Some(vec!["ALL".into()]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let options = CreateContainerOptions {
+            name: Some(name.to_string()),
+            ..Default::default()
+        };
+        block_on(client.create_container(Some(options), body))
+            .map_err(|e| self.engine.explain("creating the session's container", e))?;
+        block_on(client.start_container(name, None))
+            .map_err(|e| self.engine.explain("starting the session's container", e))?;
+        tracing::info!(session = %self.session, container = %name, host = %self.engine.name, "session container started");
+        Ok(())
+    }
+
+    /// `agent`, the workspace handed to it, when the server runs as root;
+    /// else the server's own user (whose files the workspace holds).
+    fn container_user(&self) -> Result<String, String> {
+        // SAFETY: getuid/getgid cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        if uid != 0 {
+            return Ok(format!("{uid}:{gid}"));
+        }
+        chown_tree(&self.workspace, AGENT_UID).map_err(|e| {
+            format!(
+                "handing the workspace {} to the container's user: {e}",
+                self.workspace.display()
+            )
+        })?;
+        Ok(AGENT_USER.into())
+    }
+
+    /// Where `cwd` (a host path) is in the container.
+    fn container_cwd(&self, cwd: &Path) -> PathBuf {
+        match cwd.strip_prefix(&self.workspace) {
+            Ok(rest) => Path::new(AGENT_HOME).join(rest),
+            Err(_) => cwd.to_path_buf(),
+        }
+    }
+}
+
+impl Sandbox for Docker {
+    fn backend(&self) -> &'static str {
+        "docker"
+    }
+
+    fn isolation(&self) -> &'static str {
+        "docker"
+    }
+
+    fn host(&self) -> &str {
+        &self.engine.name
+    }
+
+    fn containment(&self) -> &'static str {
+        "container"
+    }
+
+    fn launcher(&self, cwd: &Path, _own_group: bool) -> Result<Vec<String>, String> {
+        let container = self.ensure_container()?;
+        Ok(prefix(
+            &self.exe,
+            &Launch {
+                target: None,
+                cgroup: None,
+                docker: Some(DockerTarget {
+                    endpoint: self.engine.endpoint.clone(),
+                    container,
+                    user: self.container_user()?,
+                }),
+                cwd: self.container_cwd(cwd),
+                env: Vec::new(),
+                argv: Vec::new(),
+            },
+        ))
+    }
+
+    fn env(&self) -> Vec<(String, String)> {
+        vec![("HOME".into(), AGENT_HOME.into())]
+    }
+
+    fn freeze(&self, _shells: &[i32]) -> Option<Deferred> {
+        // By name: a container from before a server restart is paused too.
+        if let Err(e) = block_on(self.engine.client.pause_container(&self.name())) {
+            report(
+                &self.engine,
+                &self.session,
+                "pausing the session's container",
+                e,
+            );
+        }
+        None
+    }
+
+    fn thaw(&self, _shells: &[i32]) {
+        if let Err(e) = block_on(self.engine.client.unpause_container(&self.name())) {
+            report(
+                &self.engine,
+                &self.session,
+                "resuming the session's container",
+                e,
+            );
+        }
+    }
+
+    fn stop(&self) {
+        self.container
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let options = RemoveContainerOptions {
+            force: true,
+            ..Default::default()
+        };
+        if let Err(e) = block_on(
+            self.engine
+                .client
+                .remove_container(&self.name(), Some(options)),
+        ) {
+            report(
+                &self.engine,
+                &self.session,
+                "removing the session's container",
+                e,
+            );
+        }
+        self.groups.kill();
+    }
+}
+
+/// Logs an engine error, except that the container is absent (never made,
+/// or gone) or already in the state asked for.
+fn report(engine: &Engine, session: &str, doing: &str, error: bollard::errors::Error) {
+    let text = error.to_string();
+    let moot = [
+        "No such container",
+        "is not paused",
+        "is already paused",
+        "is not running",
+    ];
+    if !moot.iter().any(|m| text.contains(m)) {
+        tracing::error!(session = %session, "{}", engine.explain(doing, text));
+    }
+}
+
+/// Hands every file under `root` to `uid` (symlinks themselves, not their targets).
+fn chown_tree(root: &Path, uid: u32) -> std::io::Result<()> {
+    std::os::unix::fs::lchown(root, Some(uid), Some(uid))?;
+    if root.is_dir() && !root.is_symlink() {
+        for entry in std::fs::read_dir(root)? {
+            chown_tree(&entry?.path(), uid)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,217 @@
+//! The `docker` backend through the real server, on the machine's Docker
+//! engine (issue 13): a prefix-sum session in a container of its own, as
+//! the unprivileged `agent` user in `/home/agent`, without network or a view
+//! of the data dir; its shell runs the in-shell commands; scoring runs the
+//! participant code in the container; pause freezes a detached `env -i`
+//! loop; a server killed with -9 finds the container again; the end leaves
+//! no container. The base image is built once (debootstrap, a minute).
+
+mod common;
+
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use common::*;
+
+fn prefix_sum() -> std::path::PathBuf {
+    repo_root().join("environments/prefix-sum")
+}
+
+/// The base image, built once for the whole binary (servers would each
+/// build it at once otherwise).
+fn base_image() -> &'static str {
+    static TAG: OnceLock<String> = OnceLock::new();
+    TAG.get_or_init(|| {
+        let engine = rebench::sandbox::docker::Engine::connect(
+            "local",
+            &rebench::sandbox::docker::default_endpoint(),
+        )
+        .unwrap();
+        rebench::sandbox::docker::block_on(rebench::sandbox::docker::image::ensure_base_image(
+            &engine,
+            &|line| eprintln!("{line}"),
+        ))
+        .expect("building the base image")
+    })
+}
+
+fn docker_server() -> TestServer {
+    TestServer::start_with_env(&[("REBENCH_BACKEND", "docker")])
+}
+
+async fn running_session(server: &TestServer) -> String {
+    let id = server.new_session_cli(&prefix_sum(), "smoke");
+    let out = server.cli(&["begin", &id]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    id
+}
+
+fn ticks(ws: &Path) -> usize {
+    std::fs::read_to_string(ws.join("ticks")).map_or(0, |t| t.lines().count())
+}
+
+const LOOP: &str = "setsid env -i /bin/sh -c 'while :; do echo x >> ticks; sleep 0.01; done' >/dev/null 2>&1 </dev/null &";
+
+#[tokio::test]
+async fn a_docker_session_runs_in_its_own_container() {
+    if !docker_works("the docker backend tests") {
+        return;
+    }
+    base_image();
+    let server = docker_server();
+    let id = running_session(&server).await;
+    let view = server.show(&id).await;
+    assert_eq!(
+        (
+            view.sandbox.as_str(),
+            view.isolation.as_str(),
+            view.host.as_str(),
+            view.containment.as_str()
+        ),
+        ("docker", "docker", "local", "container")
+    );
+    assert_eq!(
+        session_containers(&id).len(),
+        1,
+        "one container per session"
+    );
+
+    // Who and where, no network, no data dir.
+    let data = server.paths.root.display().to_string();
+    let probe = format!(
+        "id -un; pwd; echo $HOME; cat /proc/net/dev | grep -c ':'; ls {data}/db 2>&1 | grep -c 'No such'; \
+         python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 53), timeout=2)' 2>&1 | grep -c Error"
+    );
+    let seen = server.exec(&id, &probe).await;
+    let lines: Vec<&str> = seen.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        ["agent", "/home/agent", "/home/agent", "1", "1", "1"],
+        "{seen:?}"
+    );
+
+    // The shell, and the in-shell commands through the participant socket.
+    let (screen, found) =
+        shell_until(&server, &id, "echo in-$((6*7)); score\r", "normalized").await;
+    assert!(found, "no score in the docker shell: {screen}");
+    assert!(screen.contains("in-42"), "{screen}");
+
+    // Scoring ran the solution in the container: a solution that knows.
+    let ws = Path::new(&view.workspace);
+    let solution = std::fs::read_to_string(ws.join("solution.py")).unwrap();
+    std::fs::write(
+        ws.join("solution.py"),
+        format!("import os\nif not os.path.exists('/.dockerenv'):\n    raise SystemExit('not in the container')\n{solution}"),
+    )
+    .unwrap();
+    let entry = server.score(&id).await;
+    assert_eq!(entry["valid"], true, "{entry}");
+
+    // Pause freezes everything in it, however started; resume thaws.
+    server.exec(&id, LOOP).await;
+    assert!(
+        wait_until(Duration::from_secs(10), || ticks(ws) > 5),
+        "the loop never ran"
+    );
+    assert!(
+        server
+            .cli(&["pause", "--reason", "break", &id])
+            .status
+            .success()
+    );
+    let first = ticks(ws);
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(
+        ticks(ws),
+        first,
+        "a process computed while the session was paused"
+    );
+    assert!(server.cli(&["resume", &id]).status.success());
+    assert!(
+        wait_until(Duration::from_secs(10), || ticks(ws) > first),
+        "resume did not thaw"
+    );
+
+    // The end leaves nothing.
+    assert!(server.cli(&["end", &id]).status.success());
+    assert!(
+        wait_until(Duration::from_secs(20), || session_containers(&id)
+            .is_empty()),
+        "{:?}",
+        session_containers(&id)
+    );
+    let last = ticks(ws);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(ticks(ws), last, "a process outlived the session");
+}
+
+#[tokio::test]
+async fn a_killed_server_finds_the_container_again() {
+    if !docker_works("the docker backend tests") {
+        return;
+    }
+    base_image();
+    let mut server = docker_server();
+    let id = running_session(&server).await;
+    let ws = std::path::PathBuf::from(server.show(&id).await.workspace);
+    server.exec(&id, LOOP).await;
+    assert!(
+        wait_until(Duration::from_secs(10), || ticks(&ws) > 5),
+        "the loop never ran"
+    );
+    server.kill9();
+    server.spawn();
+    assert_eq!(
+        server.show(&id).await.pause_reason.as_deref(),
+        Some("crash_recovery")
+    );
+    assert_eq!(session_containers(&id).len(), 1, "the container was kept");
+    let first = ticks(&ws);
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(ticks(&ws), first, "recovery pauses the container too");
+    assert!(server.cli(&["resume", &id]).status.success());
+    assert!(
+        wait_until(Duration::from_secs(10), || ticks(&ws) > first),
+        "the loop did not go on"
+    );
+    assert_eq!(server.exec(&id, "echo back").await.stdout.trim(), "back");
+    // The in-shell commands reach the new server's socket.
+    let (screen, found) = shell_until(&server, &id, "score\r", "normalized").await;
+    assert!(
+        found,
+        "no score in the docker shell after a restart: {screen}"
+    );
+    assert!(server.cli(&["end", &id]).status.success());
+    assert!(wait_until(Duration::from_secs(20), || session_containers(
+        &id
+    )
+    .is_empty()));
+}
+
+#[tokio::test]
+async fn an_engine_that_does_not_answer_is_named() {
+    let server = TestServer::start_with_env(&[
+        ("REBENCH_BACKEND", "local"),
+        ("REBENCH_DOCKER_HOST", "unix:///nonexistent/docker.sock"),
+    ]);
+    let out = server.cli(&[
+        "new",
+        prefix_sum().to_str().unwrap(),
+        "--participant",
+        "p",
+        "--sandbox",
+        "docker",
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unix:///nonexistent/docker.sock")
+            && stderr.contains("is dockerd running?"),
+        "{stderr}"
+    );
+}
