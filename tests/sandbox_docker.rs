@@ -3,8 +3,8 @@
 //! the unprivileged `agent` user in `/home/agent`, without network or a view
 //! of the data dir; its shell runs the in-shell commands; scoring runs the
 //! participant code in the container; pause freezes a detached `env -i`
-//! loop; a server killed with -9 finds the container again; the end leaves
-//! no container. The base image is built once (debootstrap, a minute).
+//! loop; submitting takes a valid final score in it; a server killed with
+//! -9 finds the container again; the end leaves no container. The base image is built once (debootstrap, a minute).
 
 mod common;
 
@@ -81,17 +81,31 @@ async fn a_docker_session_runs_in_its_own_container() {
         "one container per session"
     );
 
-    // Who and where, no network, no data dir.
+    // Who and where; no network; none of the data dir, the admin socket or
+    // the server's processes; no capabilities.
     let data = server.paths.root.display().to_string();
+    let admin = server.paths.socket().display().to_string();
     let probe = format!(
         "id -un; pwd; echo $HOME; cat /proc/net/dev | grep -c ':'; ls {data}/db 2>&1 | grep -c 'No such'; \
-         python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 53), timeout=2)' 2>&1 | grep -c Error"
+         python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 53), timeout=2)' 2>&1 | grep -c Error; \
+         test -e {admin} && echo admin-visible || echo admin-hidden; \
+         ps -eo comm | grep -c '^rebench$'; grep -c '^CapEff:[[:space:]]*0*$' /proc/self/status"
     );
     let seen = server.exec(&id, &probe).await;
     let lines: Vec<&str> = seen.stdout.lines().collect();
     assert_eq!(
         lines,
-        ["agent", "/home/agent", "/home/agent", "1", "1", "1"],
+        [
+            "agent",
+            "/home/agent",
+            "/home/agent",
+            "1",
+            "1",
+            "1",
+            "admin-hidden",
+            "0",
+            "1"
+        ],
         "{seen:?}"
     );
 
@@ -137,8 +151,25 @@ async fn a_docker_session_runs_in_its_own_container() {
         "resume did not thaw"
     );
 
-    // The end leaves nothing.
-    assert!(server.cli(&["end", &id]).status.success());
+    // Submitting stops the session's processes, takes the final score
+    // (running the solution in the container) and leaves nothing.
+    let out = server.cli(&["submit", &id]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ended = server.show(&id).await;
+    let last = ended
+        .scores
+        .unwrap_or_default()
+        .pop()
+        .expect("a final score");
+    assert_eq!(
+        (last.phase.as_str(), last.valid),
+        ("final", Some(true)),
+        "{last:?}"
+    );
     assert!(
         wait_until(Duration::from_secs(20), || session_containers(&id)
             .is_empty()),

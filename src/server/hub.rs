@@ -965,6 +965,11 @@ impl Hub {
             let active = host.stop_clock_capped(&live);
             self.freeze(host).await;
             if final_score {
+                let sandbox_host = host.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    sandbox_host.sandbox.before_final_score();
+                })
+                .await;
                 if live.state.open_pause().is_some() {
                     // Close the participant's or proctor's pause so the scoring pause is its own interval.
                     host.append_at(&mut live, EventKind::Resumed { by: by.to_string() }, active)

@@ -10,8 +10,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use bollard::exec::{CreateExecOptions, StartExecResults};
 use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{CreateContainerOptions, RemoveContainerOptions};
+use futures_util::StreamExt;
 
 use crate::sandbox::docker::image::{AGENT_HOME, AGENT_UID, AGENT_USER, ensure_base_image};
 use crate::sandbox::docker::{Engine, block_on};
@@ -91,7 +93,7 @@ impl Docker {
             &|line| tracing::info!(session = %self.session, "{line}"),
         ))
         .map_err(|e| format!("{e:#}"))?;
-        let user = self.container_user()?;
+        self.hand_over_workspace()?;
         let mut binds = vec![
             format!("{}:{AGENT_HOME}", self.workspace.display()),
             format!("{}:{}", self.workspace.display(), self.workspace.display()),
@@ -104,7 +106,9 @@ impl Docker {
         }
         let body = ContainerCreateBody {
             image: Some(image),
-            user: Some(user),
+            // The container's own processes run as root (without
+            // capabilities); every session process runs as `user`.
+            user: Some("0:0".into()),
             working_dir: Some(AGENT_HOME.into()),
             cmd: Some(vec!["sleep".into(), "infinity".into()]),
             env: Some(vec![format!("HOME={AGENT_HOME}")]),
@@ -135,21 +139,30 @@ impl Docker {
         Ok(())
     }
 
-    /// `agent`, the workspace handed to it, when the server runs as root;
+    /// Who the session's processes run as: `agent` when the server runs as
+    /// root (the workspace is handed to it when the container is made),
     /// else the server's own user (whose files the workspace holds).
-    fn container_user(&self) -> Result<String, String> {
+    fn exec_user(&self) -> String {
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-        if uid != 0 {
-            return Ok(format!("{uid}:{gid}"));
+        if uid == 0 {
+            AGENT_USER.into()
+        } else {
+            format!("{uid}:{gid}")
+        }
+    }
+
+    /// Hands the workspace to the container's user, when that is `agent`.
+    fn hand_over_workspace(&self) -> Result<(), String> {
+        if self.exec_user() != AGENT_USER {
+            return Ok(());
         }
         chown_tree(&self.workspace, AGENT_UID).map_err(|e| {
             format!(
                 "handing the workspace {} to the container's user: {e}",
                 self.workspace.display()
             )
-        })?;
-        Ok(AGENT_USER.into())
+        })
     }
 
     /// Where `cwd` (a host path) is in the container.
@@ -188,7 +201,7 @@ impl Sandbox for Docker {
                 docker: Some(DockerTarget {
                     endpoint: self.engine.endpoint.clone(),
                     container,
-                    user: self.container_user()?,
+                    user: self.exec_user(),
                 }),
                 cwd: self.container_cwd(cwd),
                 env: Vec::new(),
@@ -220,6 +233,40 @@ impl Sandbox for Docker {
                 &self.engine,
                 &self.session,
                 "resuming the session's container",
+                e,
+            );
+        }
+    }
+
+    /// The container is paused, which would stop the scorer's exec too:
+    /// every process of the session's user is killed instead (the
+    /// container's own processes run as root and stay), then it is resumed.
+    fn before_final_score(&self) {
+        let user = self.exec_user();
+        let client = &self.engine.client;
+        let name = self.name();
+        let killed = block_on(async {
+            client.unpause_container(&name).await.ok();
+            let options = CreateExecOptions::<String> {
+                cmd: Some(vec!["kill".into(), "-9".into(), "-1".into()]),
+                user: Some(user),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                ..Default::default()
+            };
+            let exec = client.create_exec(&name, options).await?;
+            if let StartExecResults::Attached { mut output, .. } =
+                client.start_exec(&exec.id, None).await?
+            {
+                while output.next().await.is_some() {}
+            }
+            Ok::<_, bollard::errors::Error>(())
+        });
+        if let Err(e) = killed {
+            report(
+                &self.engine,
+                &self.session,
+                "stopping the session's processes for the final score",
                 e,
             );
         }

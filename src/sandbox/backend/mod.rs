@@ -53,6 +53,11 @@ pub trait Sandbox: Send + Sync {
     fn freeze(&self, shells: &[i32]) -> Option<Deferred>;
     /// Lets them run again.
     fn thaw(&self, shells: &[i32]);
+    /// After the end's freeze, before the final score: the participant
+    /// code that scorer runs must be able to run, while nothing the
+    /// session left may. Nothing to do where scorer-run code runs outside
+    /// the frozen group (local, bwrap).
+    fn before_final_score(&self) {}
     /// Kills every process of the session and releases what it holds.
     fn stop(&self);
 }
