@@ -246,3 +246,41 @@ async fn an_engine_that_does_not_answer_is_named() {
         "{stderr}"
     );
 }
+
+/// Participant code a scoring run started in the container (detached)
+/// does not outlive the run.
+#[tokio::test]
+async fn nothing_a_scoring_run_starts_in_the_container_outlives_it() {
+    if !docker_works("the docker backend tests") {
+        return;
+    }
+    base_image();
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = docker_server();
+    let session = server.create_running(&env, Some(3600)).await;
+    std::fs::write(
+        env.join("score.sh"),
+        r#"#!/bin/sh
+python3 -c '
+import json, os, subprocess
+jail = json.loads(os.environ["REBENCH_JAIL"])
+subprocess.run(jail + ["sh", "-c", "setsid sh -c \"while :; do echo x >> ticks; sleep 0.01; done\" >/dev/null 2>&1 < /dev/null &"])
+'
+sleep 0.5
+echo '{"raw": 1.0}'
+"#,
+    )
+    .unwrap();
+    let ws = Path::new(&session.workspace).to_path_buf();
+    let entry = server.score(&session.id).await;
+    assert_eq!(entry["valid"], true, "{entry}");
+    assert!(
+        ticks(&ws) > 0,
+        "the scorer's code never ran in the container"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let first = ticks(&ws);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(ticks(&ws), first, "a process outlived the scoring run");
+    assert!(server.cli(&["end", &session.id]).status.success());
+}
