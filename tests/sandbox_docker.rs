@@ -284,3 +284,54 @@ echo '{"raw": 1.0}'
     assert_eq!(ticks(&ws), first, "a process outlived the scoring run");
     assert!(server.cli(&["end", &session.id]).status.success());
 }
+
+/// A container killed from outside pauses its session with the cause
+/// (`technical_issue`), instead of spending budget; resuming starts it
+/// again, with the workspace as it was.
+#[tokio::test]
+async fn a_container_killed_from_outside_pauses_its_session() {
+    if !docker_works("the docker backend tests") {
+        return;
+    }
+    base_image();
+    let server = docker_server();
+    let id = running_session(&server).await;
+    server.exec(&id, "echo kept > note.txt").await;
+    let killed = std::process::Command::new("docker")
+        .args(["kill", &format!("rebench-{id}")])
+        .output()
+        .unwrap();
+    assert!(
+        killed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&killed.stderr)
+    );
+    let mut view = server.show(&id).await;
+    for _ in 0..100 {
+        if view.state == "paused" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        view = server.show(&id).await;
+    }
+    assert_eq!(
+        view.pause_reason.as_deref(),
+        Some("technical_issue"),
+        "{view:?}"
+    );
+    let note = server.cli(&["show", &id]);
+    assert!(
+        String::from_utf8_lossy(&note.stdout).contains("container on Docker host local stopped"),
+        "{}",
+        String::from_utf8_lossy(&note.stdout)
+    );
+    assert!(server.cli(&["resume", &id]).status.success());
+    assert_eq!(server.exec(&id, "cat note.txt").await.stdout.trim(), "kept");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        server.show(&id).await.state,
+        "running",
+        "it paused again after resuming"
+    );
+    assert!(server.cli(&["end", &id]).status.success());
+}

@@ -131,8 +131,13 @@ fn session_raw(v: &SessionView) -> String {
                 .end
                 .map(|e| e.format("%H:%M:%S").to_string())
                 .unwrap_or_else(|| "now".into());
+            let note = p
+                .note
+                .as_deref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default();
             out.push_str(&format!(
-                "  {} by {}: {} – {end}\n",
+                "  {} by {}: {} – {end}{note}\n",
                 p.reason,
                 p.by,
                 p.start.format("%H:%M:%S")
@@ -166,8 +171,17 @@ fn session_raw(v: &SessionView) -> String {
 
 fn sessions_table_raw(views: &[SessionView]) -> String {
     let mut out = format!(
-        "{:<8} {:<16} {:<6} {:<18} {:<24} {:>9} {:>9} {:>6} {:>7}\n",
-        "ID", "PARTICIPANT", "KIND", "ENVIRONMENT", "STATE", "ACTIVE", "LEFT", "SCORES", "BEST"
+        "{:<8} {:<16} {:<6} {:<18} {:<14} {:<24} {:>9} {:>9} {:>6} {:>7}\n",
+        "ID",
+        "PARTICIPANT",
+        "KIND",
+        "ENVIRONMENT",
+        "WHERE",
+        "STATE",
+        "ACTIVE",
+        "LEFT",
+        "SCORES",
+        "BEST"
     );
     for v in views {
         let best = match &v.final_score {
@@ -176,11 +190,12 @@ fn sessions_table_raw(views: &[SessionView]) -> String {
             None => "-".into(),
         };
         out.push_str(&format!(
-            "{:<8} {:<16} {:<6} {:<18} {:<24} {:>9} {:>9} {:>6} {:>7}\n",
+            "{:<8} {:<16} {:<6} {:<18} {:<14} {:<24} {:>9} {:>9} {:>6} {:>7}\n",
             v.id,
             truncate(&v.participant, 16),
             v.kind,
             truncate(&v.environment, 18),
+            truncate(&placement(v), 14),
             truncate(&state_line(v), 24),
             clock(v.active_s),
             clock(v.remaining_s),
@@ -189,6 +204,15 @@ fn sessions_table_raw(views: &[SessionView]) -> String {
         ));
     }
     out
+}
+
+/// Where a session's processes run: its backend, and the host when it is
+/// not the server's machine (`docker@gpu-a`).
+fn placement(v: &SessionView) -> String {
+    match v.host.as_str() {
+        "" | "local" => v.sandbox.clone(),
+        host => format!("{}@{host}", v.sandbox),
+    }
 }
 
 fn truncate(s: &str, n: usize) -> String {

@@ -55,6 +55,26 @@ async fn pause_itself(hub: &Arc<Hub>, host: &Arc<Host>, note: String) -> bool {
     paused.is_ok()
 }
 
+/// A running session whose sandbox failed (its container killed from
+/// outside, say) pauses itself (`technical_issue`) with the cause, instead
+/// of spending budget while its processes are gone; resuming makes the
+/// environment again (the workspace is kept).
+async fn pause_when_the_sandbox_fails(hub: &Arc<Hub>, host: &Arc<Host>) {
+    if host.sandbox.check_every().is_none()
+        || host.live.lock().await.state.phase() != Phase::Running
+    {
+        return;
+    }
+    let checked = host.clone();
+    let Ok(Err(cause)) = tokio::task::spawn_blocking(move || checked.sandbox.check()).await else {
+        return;
+    };
+    let note = format!(
+        "{cause}; the session paused itself. Its workspace is kept: resuming starts its environment again (open a new shell)"
+    );
+    pause_itself(hub, host, note).await;
+}
+
 /// Pauses a running session while the disk is almost full and resumes it
 /// when there is room again (only a pause the server made for that). True
 /// while the session waits for room.
@@ -148,6 +168,7 @@ pub async fn run_timer(hub: Arc<Hub>, host: Arc<Host>) {
             continue;
         }
         pause_without_workspace(&hub, &host).await;
+        pause_when_the_sandbox_fails(&hub, &host).await;
         if follow_disk_space(&hub, &host).await {
             tokio::select! {
                 _ = tokio::time::sleep(STORE_RETRY) => {}
@@ -202,9 +223,11 @@ pub async fn run_timer(hub: Arc<Hub>, host: Arc<Host>) {
                 None
             }
         };
-        let nap = sleep_ms.map_or(MAX_SLEEP, |ms| {
-            Duration::from_millis(ms.max(1)).min(MAX_SLEEP)
-        });
+        let longest = host
+            .sandbox
+            .check_every()
+            .map_or(MAX_SLEEP, |every| every.min(MAX_SLEEP));
+        let nap = sleep_ms.map_or(longest, |ms| Duration::from_millis(ms.max(1)).min(longest));
         tokio::select! {
             _ = tokio::time::sleep(nap) => {}
             _ = host.wake.notified() => {}

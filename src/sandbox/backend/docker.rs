@@ -204,14 +204,11 @@ impl Sandbox for Docker {
                     user: self.exec_user(),
                 }),
                 cwd: self.container_cwd(cwd),
-                env: Vec::new(),
+                // Also for the code a scorer runs, whose environment is the scorer's.
+                env: vec![format!("HOME={AGENT_HOME}").into()],
                 argv: Vec::new(),
             },
         ))
-    }
-
-    fn env(&self) -> Vec<(String, String)> {
-        vec![("HOME".into(), AGENT_HOME.into())]
     }
 
     fn freeze(&self, _shells: &[i32]) -> Option<Deferred> {
@@ -235,6 +232,18 @@ impl Sandbox for Docker {
                 "resuming the session's container",
                 e,
             );
+        }
+        // One that died meanwhile (the session paused for it) runs again.
+        let made = self
+            .container
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some();
+        if made
+            && self.check().is_err()
+            && let Err(e) = self.ensure_container()
+        {
+            tracing::error!(session = %self.session, "{e}");
         }
     }
 
@@ -270,6 +279,44 @@ impl Sandbox for Docker {
                 e,
             );
         }
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let made = self
+            .container
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some();
+        if !made {
+            return Ok(());
+        }
+        let state = match block_on(self.engine.client.inspect_container(&self.name(), None)) {
+            Ok(container) => container.state.unwrap_or_default(),
+            Err(e) if e.to_string().contains("No such container") => {
+                return Err(format!(
+                    "the session's container on Docker host {} was removed from outside",
+                    self.engine.name
+                ));
+            }
+            // An engine that does not answer right now is not a dead container.
+            Err(_) => return Ok(()),
+        };
+        if state.running == Some(true) {
+            return Ok(());
+        }
+        let how = if state.oom_killed == Some(true) {
+            "was killed for want of memory".to_string()
+        } else {
+            format!("stopped (exit code {})", state.exit_code.unwrap_or(-1))
+        };
+        Err(format!(
+            "the session's container on Docker host {} {how}",
+            self.engine.name
+        ))
+    }
+
+    fn check_every(&self) -> Option<std::time::Duration> {
+        Some(std::time::Duration::from_secs(2))
     }
 
     fn stop(&self) {

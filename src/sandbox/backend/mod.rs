@@ -60,6 +60,16 @@ pub trait Sandbox: Send + Sync {
     fn before_final_score(&self) {}
     /// Kills every process of the session and releases what it holds.
     fn stop(&self);
+    /// Whether the session's environment is still there while it runs;
+    /// Err says what happened to it (a container killed from outside, or
+    /// out of memory): the session then pauses itself with that reason.
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+    /// How often `check` is worth asking (None: never).
+    fn check_every(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// How sessions' sandboxes are made on this server: the pieces every
