@@ -335,3 +335,44 @@ async fn a_container_killed_from_outside_pauses_its_session() {
     );
     assert!(server.cli(&["end", &id]).status.success());
 }
+
+/// `[sandbox]`: an environment may give its containers the engine's
+/// network, and name an image the engine holds; one it lacks is named,
+/// with the host, when a process would start.
+#[tokio::test]
+async fn an_environment_chooses_its_network_and_image() {
+    if !docker_works("the docker backend tests") {
+        return;
+    }
+    let base = base_image();
+    let server = docker_server();
+    let (_dir, bridged) =
+        fixture_env(|t| format!("{t}\n[sandbox]\nnetwork = \"bridge\"\nimage = \"{base}\"\n"));
+    let session = server.create_running(&bridged, Some(3600)).await;
+    let seen = server.exec(&session.id, "grep -c ':' /proc/net/dev").await;
+    assert_eq!(
+        seen.stdout.trim(),
+        "2",
+        "lo and the bridge's interface: {seen:?}"
+    );
+    assert!(server.cli(&["end", &session.id]).status.success());
+
+    let (_dir, missing) =
+        fixture_env(|t| format!("{t}\n[sandbox]\nimage = \"rebench-missing:1\"\n"));
+    let session = server.create_running(&missing, Some(3600)).await;
+    let mut admin = server.admin().await;
+    let refused = admin
+        .call::<rebench::protocol::ExecReply>(rebench::protocol::Request::Exec {
+            session: session.id.clone(),
+            command: "true".into(),
+            timeout_s: Some(10.0),
+            cwd: None,
+        })
+        .await
+        .expect_err("a session whose image is missing ran a command");
+    let text = refused.to_string();
+    assert!(
+        text.contains("rebench-missing:1") && text.contains("Docker host local"),
+        "{text}"
+    );
+}

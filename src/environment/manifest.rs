@@ -34,7 +34,26 @@ pub struct Manifest {
     /// How `rebench env calibrate` turns a solution's files into something to score.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibrate: Option<Calibrate>,
+    /// What a container session (the `docker` backend) runs in.
+    #[serde(default)]
+    pub sandbox: SandboxSettings,
 }
+
+/// `[sandbox]`: for container sessions, the image (default: rebench's own
+/// base image) and the network (default: none).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSettings {
+    /// An image the engine already holds (`name:tag`); rebench does not pull.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// `none` (the default) or `bridge` (the engine's default network).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+}
+
+/// The networks a container session may be given.
+pub const SANDBOX_NETWORKS: &[&str] = &["none", "bridge"];
 
 /// `[calibrate]`: for environments whose scorer reads an artifact the
 /// participant makes (trained weights), the shell command that makes it,

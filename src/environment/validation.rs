@@ -118,6 +118,31 @@ fn check_manifest(dir: &Path, m: &Manifest, report: &mut Report) {
     if let Some(calibrate) = &m.calibrate {
         check_calibrate(calibrate, report);
     }
+    check_sandbox(&m.sandbox, report);
+}
+
+fn check_sandbox(s: &super::manifest::SandboxSettings, report: &mut Report) {
+    if let Some(network) = &s.network
+        && !super::manifest::SANDBOX_NETWORKS.contains(&network.as_str())
+    {
+        report.add(
+            "sandbox.network",
+            format!("{network:?} is not a network: use \"none\" or \"bridge\""),
+        );
+    }
+    if let Some(image) = &s.image {
+        let ok = !image.is_empty()
+            && image.len() <= 255
+            && image
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-/:@".contains(c));
+        if !ok {
+            report.add(
+                "sandbox.image",
+                format!("{image:?} is not an image name (letters, digits and ._-/:@, at most 255)"),
+            );
+        }
+    }
 }
 
 fn known_list(m: &Manifest) -> String {
@@ -740,6 +765,28 @@ mod tests {
         assert!(
             found[0].starts_with("profiles.full.requirements: file \"full.txt\" not found in "),
             "{found:#?}"
+        );
+    }
+
+    #[test]
+    fn sandbox_settings_name_the_field() {
+        let found = problems(&format!(
+            "{VALID_MANIFEST}\n[sandbox]\nnetwork = \"host\"\nimage = \"bad image\"\n"
+        ));
+        assert_eq!(found.len(), 2, "{found:#?}");
+        assert!(
+            found[0].starts_with("sandbox.network: \"host\""),
+            "{found:#?}"
+        );
+        assert!(
+            found[1].starts_with("sandbox.image: \"bad image\""),
+            "{found:#?}"
+        );
+        assert!(
+            problems(&format!(
+                "{VALID_MANIFEST}\n[sandbox]\nnetwork = \"bridge\"\nimage = \"rebench-base:abc\"\n"
+            ))
+            .is_empty()
         );
     }
 

@@ -197,6 +197,7 @@ impl Hub {
                 let spec = Spec {
                     session: meta.id.clone(),
                     workspace: meta.workspace.clone(),
+                    container: meta.container.clone(),
                     groups,
                     layout: self.jail_layout(meta),
                 };
@@ -402,6 +403,7 @@ impl Hub {
             record_input: env.manifest.recording.input && !req.no_input_recording,
             sandbox: Some(sandbox),
             sandbox_warning,
+            container: env.manifest.sandbox.clone(),
         };
         let first = Event {
             seq: 0,

@@ -78,6 +78,10 @@ pub struct SessionMeta {
     /// Why this session is not isolated, when it fell back to `local`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_warning: Option<String>,
+    /// For container sessions: the environment's image and network, as
+    /// they were when the session was made (absent: the base image, none).
+    #[serde(default)]
+    pub container: crate::environment::manifest::SandboxSettings,
 }
 
 fn recorded_by_default() -> bool {

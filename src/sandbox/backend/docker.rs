@@ -15,6 +15,7 @@ use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{CreateContainerOptions, RemoveContainerOptions};
 use futures_util::StreamExt;
 
+use crate::environment::manifest::SandboxSettings;
 use crate::sandbox::docker::image::{AGENT_HOME, AGENT_UID, AGENT_USER, ensure_base_image};
 use crate::sandbox::docker::{Engine, block_on};
 use crate::sandbox::enter::{DockerTarget, Launch, prefix};
@@ -31,6 +32,8 @@ pub struct Docker {
     engine: Engine,
     session: String,
     workspace: PathBuf,
+    /// The environment's image and network (`[sandbox]`).
+    settings: SandboxSettings,
     /// Host paths the container shows at the same path: (path, writable).
     shared: Vec<(PathBuf, bool)>,
     /// The host-side `sandbox-enter` proxies carry the session's marker.
@@ -45,6 +48,7 @@ impl Docker {
         engine: Engine,
         session: String,
         workspace: PathBuf,
+        settings: SandboxSettings,
         shared: Vec<(PathBuf, bool)>,
         groups: Groups,
     ) -> Docker {
@@ -53,6 +57,7 @@ impl Docker {
             engine,
             session,
             workspace,
+            settings,
             shared,
             groups,
             container: Mutex::new(None),
@@ -88,11 +93,7 @@ impl Docker {
 
     fn create(&self, name: &str) -> Result<(), String> {
         let client = &self.engine.client;
-        let image = block_on(ensure_base_image(
-            &self.engine,
-            &|line| tracing::info!(session = %self.session, "{line}"),
-        ))
-        .map_err(|e| format!("{e:#}"))?;
+        let image = self.image()?;
         self.hand_over_workspace()?;
         let mut binds = vec![
             format!("{}:{AGENT_HOME}", self.workspace.display()),
@@ -118,7 +119,12 @@ impl Docker {
             )])),
             host_config: Some(HostConfig {
                 binds: Some(binds),
-                network_mode: Some("none".into()),
+                network_mode: Some(
+                    self.settings
+                        .network
+                        .clone()
+                        .unwrap_or_else(|| "none".into()),
+                ),
                 init: Some(true),
                 pids_limit: Some(PIDS_LIMIT),
                 security_opt: Some(vec!["no-new-privileges".into()]),
@@ -137,6 +143,29 @@ impl Docker {
             .map_err(|e| self.engine.explain("starting the session's container", e))?;
         tracing::info!(session = %self.session, container = %name, host = %self.engine.name, "session container started");
         Ok(())
+    }
+
+    /// The environment's image, which the engine must hold, else the base
+    /// image (built on the engine the first time).
+    fn image(&self) -> Result<String, String> {
+        match &self.settings.image {
+            Some(image) => {
+                block_on(self.engine.client.inspect_image(image)).map_err(|e| {
+                    self.engine.explain(
+                        &format!(
+                            "the environment's image {image} is not available (build or load it there first)"
+                        ),
+                        e,
+                    )
+                })?;
+                Ok(image.clone())
+            }
+            None => block_on(ensure_base_image(
+                &self.engine,
+                &|line| tracing::info!(session = %self.session, "{line}"),
+            ))
+            .map_err(|e| format!("{e:#}")),
+        }
     }
 
     /// Who the session's processes run as: `agent` when the server runs as

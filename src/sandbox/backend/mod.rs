@@ -84,6 +84,8 @@ pub struct Factory {
 pub struct Spec {
     pub session: String,
     pub workspace: PathBuf,
+    /// A container's image and network (the environment's `[sandbox]`).
+    pub container: crate::environment::manifest::SandboxSettings,
     pub groups: Groups,
     /// What a jail hides and shows (used by isolating backends).
     pub layout: Layout,
@@ -127,6 +129,7 @@ impl Backend {
                             engine,
                             spec.session,
                             spec.workspace,
+                            spec.container,
                             shared,
                             spec.groups,
                         ))
