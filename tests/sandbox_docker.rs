@@ -376,3 +376,31 @@ async fn an_environment_chooses_its_network_and_image() {
         "{text}"
     );
 }
+
+/// `REBENCH_KEEP_CONTAINERS=1`: an ended session's container stays, with
+/// nothing running in it, for an operator to inspect.
+#[tokio::test]
+async fn an_operator_may_keep_ended_containers() {
+    if !docker_works("the docker backend tests") {
+        return;
+    }
+    base_image();
+    let server = TestServer::start_with_env(&[
+        ("REBENCH_BACKEND", "docker"),
+        ("REBENCH_KEEP_CONTAINERS", "1"),
+    ]);
+    let id = running_session(&server).await;
+    server.exec(&id, LOOP).await;
+    assert!(server.cli(&["end", &id]).status.success());
+    let kept = session_containers(&id);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(
+        kept[0].ends_with(" exited"),
+        "nothing runs in a kept container: {kept:?}"
+    );
+    let removed = std::process::Command::new("docker")
+        .args(["rm", "-f", &format!("rebench-{id}")])
+        .output()
+        .unwrap();
+    assert!(removed.status.success());
+}

@@ -76,6 +76,9 @@ pub struct Hub {
     pub bin_dir: Option<PathBuf>,
     /// Where sessions that do not ask for a backend run (`--sandbox`).
     pub default_backend: DefaultBackend,
+    /// `REBENCH_KEEP_CONTAINERS=1`: an ended container session's container
+    /// is stopped, not removed (for an operator to inspect).
+    pub keep_containers: bool,
     /// The server's allowlisted variables (`sandbox::environ`), read once:
     /// the base of every session process's and scorer's environment.
     pub base_env: Vec<(String, String)>,
@@ -122,6 +125,7 @@ impl Hub {
             cgroups,
             base_env: crate::sandbox::environ::passed_from_here(),
             default_backend,
+            keep_containers: std::env::var("REBENCH_KEEP_CONTAINERS").is_ok_and(|v| v == "1"),
             shutdown: tokio::sync::Notify::new(),
         })
     }
@@ -201,13 +205,11 @@ impl Hub {
                     groups,
                     layout: self.jail_layout(meta),
                 };
-                Backend::open(
-                    &Factory {
-                        exe: self.exe.clone(),
-                    },
-                    &isolation,
-                    spec,
-                )
+                let factory = Factory {
+                    exe: self.exe.clone(),
+                    keep_containers: self.keep_containers,
+                };
+                Backend::open(&factory, &isolation, spec)
             }
             Err((name, e)) => {
                 tracing::error!(session = %meta.id, "the session's sandbox {name} does not work here: {e:#}");

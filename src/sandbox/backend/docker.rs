@@ -20,7 +20,7 @@ use crate::sandbox::docker::image::{AGENT_HOME, AGENT_UID, AGENT_USER, ensure_ba
 use crate::sandbox::docker::{Engine, block_on};
 use crate::sandbox::enter::{DockerTarget, Launch, prefix};
 
-use super::{Deferred, Groups, Sandbox};
+use super::{Deferred, Groups, Sandbox, Spec};
 
 /// The label every session container carries (operators and tests find them by it).
 pub const SESSION_LABEL: &str = "rebench.session";
@@ -29,6 +29,8 @@ const PIDS_LIMIT: i64 = 4096;
 
 pub struct Docker {
     exe: PathBuf,
+    /// Stop the container at the end instead of removing it.
+    keep: bool,
     engine: Engine,
     session: String,
     workspace: PathBuf,
@@ -43,23 +45,24 @@ pub struct Docker {
 }
 
 impl Docker {
-    pub fn new(
-        exe: PathBuf,
-        engine: Engine,
-        session: String,
-        workspace: PathBuf,
-        settings: SandboxSettings,
-        shared: Vec<(PathBuf, bool)>,
-        groups: Groups,
-    ) -> Docker {
+    pub fn new(exe: PathBuf, keep: bool, engine: Engine, spec: Spec) -> Docker {
+        // What a jail shows, a container shows at the same paths.
+        let shared = spec
+            .layout
+            .read_only
+            .iter()
+            .map(|p| (p.clone(), false))
+            .chain(spec.layout.writable.iter().map(|p| (p.clone(), true)))
+            .collect();
         Docker {
             exe,
+            keep,
             engine,
-            session,
-            workspace,
-            settings,
+            session: spec.session,
+            workspace: spec.workspace,
+            settings: spec.container,
             shared,
-            groups,
+            groups: spec.groups,
             container: Mutex::new(None),
         }
     }
@@ -353,19 +356,26 @@ impl Sandbox for Docker {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        let options = RemoveContainerOptions {
-            force: true,
-            ..Default::default()
+        let name = self.name();
+        let client = &self.engine.client;
+        let stopped = if self.keep {
+            // Kept for inspection: nothing runs in it any more.
+            block_on(async {
+                client.unpause_container(&name).await.ok();
+                client.kill_container(&name, None).await
+            })
+        } else {
+            let options = RemoveContainerOptions {
+                force: true,
+                ..Default::default()
+            };
+            block_on(client.remove_container(&name, Some(options)))
         };
-        if let Err(e) = block_on(
-            self.engine
-                .client
-                .remove_container(&self.name(), Some(options)),
-        ) {
+        if let Err(e) = stopped {
             report(
                 &self.engine,
                 &self.session,
-                "removing the session's container",
+                "ending the session's container",
                 e,
             );
         }

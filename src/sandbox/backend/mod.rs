@@ -78,6 +78,8 @@ pub trait Sandbox: Send + Sync {
 pub struct Factory {
     /// The running `rebench` binary (`sandbox-enter`).
     pub exe: Option<PathBuf>,
+    /// Ended containers are stopped, not removed.
+    pub keep_containers: bool,
 }
 
 /// What one session's sandbox is made from.
@@ -115,25 +117,7 @@ impl Backend {
             )),
             Isolation::Docker(endpoint) => {
                 match crate::sandbox::docker::Engine::connect("local", endpoint) {
-                    Ok(engine) => {
-                        // What a jail shows, a container shows at the same paths.
-                        let shared = spec
-                            .layout
-                            .read_only
-                            .iter()
-                            .map(|p| (p.clone(), false))
-                            .chain(spec.layout.writable.iter().map(|p| (p.clone(), true)))
-                            .collect();
-                        Box::new(Docker::new(
-                            exe,
-                            engine,
-                            spec.session,
-                            spec.workspace,
-                            spec.container,
-                            shared,
-                            spec.groups,
-                        ))
-                    }
+                    Ok(engine) => Box::new(Docker::new(exe, factory.keep_containers, engine, spec)),
                     Err(e) => Box::new(Unavailable::new("docker", format!("{e:#}"), spec.groups)),
                 }
             }
