@@ -80,6 +80,20 @@ async fn a_docker_session_runs_in_its_own_container() {
         1,
         "one container per session"
     );
+    // prefix-sum asks for 1 CPU and 1 GB: the container gets that much.
+    let limits = std::process::Command::new("docker")
+        .args([
+            "inspect",
+            "-f",
+            "{{.HostConfig.NanoCpus}} {{.HostConfig.Memory}}",
+        ])
+        .arg(format!("rebench-{id}"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&limits.stdout).trim(),
+        "1000000000 1073741824"
+    );
 
     // Who and where; no network; none of the data dir, the admin socket or
     // the server's processes; no capabilities.

@@ -16,6 +16,31 @@ pub struct HardwareRequirements {
     pub memory_gb: f64,
 }
 
+/// What a session's container is given: the environment's requirements,
+/// capped by what the machine has (a session made with
+/// `--allow-missing-hardware` gets what there is). 0 memory: no limit.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Grant {
+    pub cpus: u32,
+    pub memory_gb: f64,
+    pub gpus: u32,
+}
+
+impl Grant {
+    pub fn new(req: &HardwareRequirements, info: &HardwareInfo) -> Grant {
+        Grant {
+            cpus: req.cpus.min(info.cpus).max(1),
+            memory_gb: info
+                .memory_gb
+                .map_or(req.memory_gb, |have| req.memory_gb.min(have))
+                .max(0.0),
+            gpus: req
+                .gpus
+                .min(u32::try_from(info.gpus.len()).unwrap_or(u32::MAX)),
+        }
+    }
+}
+
 impl From<&Hardware> for HardwareRequirements {
     fn from(h: &Hardware) -> Self {
         HardwareRequirements {
@@ -149,6 +174,42 @@ pub fn missing(req: &HardwareRequirements, info: &HardwareInfo) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_grant_is_the_requirement_capped_by_the_machine() {
+        let req = HardwareRequirements {
+            gpus: 2,
+            gpu_model: Some("H100".into()),
+            cpus: 26,
+            memory_gb: 200.0,
+        };
+        let small = HardwareInfo {
+            cpus: 2,
+            memory_gb: Some(23.4),
+            gpus: vec![],
+        };
+        assert_eq!(
+            Grant::new(&req, &small),
+            Grant {
+                cpus: 2,
+                memory_gb: 23.4,
+                gpus: 0
+            }
+        );
+        let big = HardwareInfo {
+            cpus: 64,
+            memory_gb: Some(512.0),
+            gpus: vec!["NVIDIA H100".into(); 8],
+        };
+        assert_eq!(
+            Grant::new(&req, &big),
+            Grant {
+                cpus: 26,
+                memory_gb: 200.0,
+                gpus: 2
+            }
+        );
+    }
 
     fn req(gpus: u32, model: Option<&str>, cpus: u32, memory_gb: f64) -> HardwareRequirements {
         HardwareRequirements {

@@ -202,6 +202,7 @@ impl Hub {
                     session: meta.id.clone(),
                     workspace: meta.workspace.clone(),
                     container: meta.container.clone(),
+                    grant: meta.grant.clone(),
                     groups,
                     layout: self.jail_layout(meta),
                 };
@@ -317,10 +318,10 @@ impl Hub {
         let plan = env
             .scoring(req.profile.as_deref())
             .map_err(|e| OpError::new(ErrorCode::Refused, e.to_string()))?;
-        let missing = hardware::missing(
-            &env.hardware_for(req.profile.as_deref()),
-            &hardware::HardwareInfo::detect(),
-        );
+        let needs = env.hardware_for(req.profile.as_deref());
+        let machine = hardware::HardwareInfo::detect();
+        let missing = hardware::missing(&needs, &machine);
+        let grant = hardware::Grant::new(&needs, &machine);
         if !missing.is_empty() && !req.allow_missing_hardware {
             return Err(OpError::new(
                 ErrorCode::Refused,
@@ -406,6 +407,7 @@ impl Hub {
             sandbox: Some(sandbox),
             sandbox_warning,
             container: env.manifest.sandbox.clone(),
+            grant: Some(grant),
         };
         let first = Event {
             seq: 0,

@@ -82,6 +82,10 @@ pub struct SessionMeta {
     /// they were when the session was made (absent: the base image, none).
     #[serde(default)]
     pub container: crate::environment::manifest::SandboxSettings,
+    /// What its container may use (CPUs, memory, GPUs), fixed when the
+    /// session was made; None: no limits (sessions made before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<crate::environment::hardware::Grant>,
 }
 
 fn recorded_by_default() -> bool {

@@ -11,10 +11,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use bollard::exec::{CreateExecOptions, StartExecResults};
-use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::models::{ContainerCreateBody, DeviceRequest, HostConfig};
 use bollard::query_parameters::{CreateContainerOptions, RemoveContainerOptions};
 use futures_util::StreamExt;
 
+use crate::environment::hardware::Grant;
 use crate::environment::manifest::SandboxSettings;
 use crate::sandbox::docker::image::{AGENT_HOME, AGENT_UID, AGENT_USER, ensure_base_image};
 use crate::sandbox::docker::{Engine, block_on};
@@ -36,6 +37,8 @@ pub struct Docker {
     workspace: PathBuf,
     /// The environment's image and network (`[sandbox]`).
     settings: SandboxSettings,
+    /// CPUs, memory and GPUs it may use.
+    grant: Option<Grant>,
     /// Host paths the container shows at the same path: (path, writable).
     shared: Vec<(PathBuf, bool)>,
     /// The host-side `sandbox-enter` proxies carry the session's marker.
@@ -61,6 +64,7 @@ impl Docker {
             session: spec.session,
             workspace: spec.workspace,
             settings: spec.container,
+            grant: spec.grant,
             shared,
             groups: spec.groups,
             container: Mutex::new(None),
@@ -132,7 +136,7 @@ impl Docker {
                 pids_limit: Some(PIDS_LIMIT),
                 security_opt: Some(vec!["no-new-privileges".into()]),
                 cap_drop: Some(vec!["ALL".into()]),
-                ..Default::default()
+                ..limits(self.grant.as_ref())
             }),
             ..Default::default()
         };
@@ -383,6 +387,30 @@ impl Sandbox for Docker {
     }
 }
 
+/// The engine's limits for a grant: CPUs as a quota, memory without swap
+/// beyond it, and GPUs as a device request (the NVIDIA runtime's), by count.
+fn limits(grant: Option<&Grant>) -> HostConfig {
+    let Some(grant) = grant else {
+        return HostConfig::default();
+    };
+    let memory =
+        (grant.memory_gb > 0.0).then_some((grant.memory_gb * 1024.0 * 1024.0 * 1024.0) as i64);
+    HostConfig {
+        nano_cpus: (grant.cpus > 0).then_some(i64::from(grant.cpus) * 1_000_000_000),
+        memory,
+        memory_swap: memory,
+        device_requests: (grant.gpus > 0).then(|| {
+            vec![DeviceRequest {
+                driver: Some("nvidia".into()),
+                count: Some(i64::from(grant.gpus)),
+                capabilities: Some(vec![vec!["gpu".into()]]),
+                ..Default::default()
+            }]
+        }),
+        ..Default::default()
+    }
+}
+
 /// Logs an engine error, except that the container is absent (never made,
 /// or gone) or already in the state asked for.
 fn report(engine: &Engine, session: &str, doing: &str, error: bollard::errors::Error) {
@@ -407,4 +435,36 @@ fn chown_tree(root: &Path, uid: u32) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grant_becomes_engine_limits() {
+        let none = limits(None);
+        assert_eq!(
+            (none.nano_cpus, none.memory, none.device_requests),
+            (None, None, None)
+        );
+        let gpu_box = limits(Some(&Grant {
+            cpus: 26,
+            memory_gb: 200.0,
+            gpus: 2,
+        }));
+        assert_eq!(gpu_box.nano_cpus, Some(26_000_000_000));
+        assert_eq!(gpu_box.memory, Some(200 * 1024 * 1024 * 1024));
+        assert_eq!(gpu_box.memory_swap, gpu_box.memory);
+        let request = &gpu_box.device_requests.expect("a GPU request")[0];
+        assert_eq!(request.count, Some(2));
+        assert_eq!(request.driver.as_deref(), Some("nvidia"));
+        assert_eq!(request.capabilities, Some(vec![vec!["gpu".to_string()]]));
+        let cpu_only = limits(Some(&Grant {
+            cpus: 1,
+            memory_gb: 0.0,
+            gpus: 0,
+        }));
+        assert_eq!((cpu_only.memory, cpu_only.device_requests), (None, None));
+    }
 }

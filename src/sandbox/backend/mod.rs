@@ -88,6 +88,8 @@ pub struct Spec {
     pub workspace: PathBuf,
     /// A container's image and network (the environment's `[sandbox]`).
     pub container: crate::environment::manifest::SandboxSettings,
+    /// What its container may use (None: no limits).
+    pub grant: Option<crate::environment::hardware::Grant>,
     pub groups: Groups,
     /// What a jail hides and shows (used by isolating backends).
     pub layout: Layout,
