@@ -5,7 +5,7 @@
 //! prefix = "C-g"      # the workspace command key (Ctrl plus a letter, or C-\ C-] C-^ C-_ C-space)
 //! mouse = true        # capture the mouse: the wheel scrolls; Shift+drag still selects text
 //! side_panel = true   # show the score panel at start
-//! sandbox = "bwrap"   # `rebench serve`: the sessions' default backend (local | bwrap),
+//! sandbox = "bwrap"   # `rebench serve`: the sessions' default backend (local | bwrap | docker),
 //!                     # after REBENCH_BACKEND and before the machine's safest
 //! ```
 
