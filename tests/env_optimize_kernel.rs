@@ -267,17 +267,9 @@ fn in_an_isolated_session_the_solution_runs_where_the_reference_is_not() {
     )
     .unwrap();
     let hashes = protected::hash_files(&ws, &plan.protected).unwrap();
-    let open = score(&plan, ready, &ws, &hashes, &[]);
+    let (open, jailed, jail) =
+        torch_env::score_open_and_jailed(&env_dir(), &plan, ready, &ws, &hashes);
     assert!(!open.valid && open.message.contains("LEAKED"), "{open:#?}");
-
-    let jail = torch_env::scorer_jail(&env_dir(), ready, &ws);
-    let jailed = score(
-        &plan,
-        ready,
-        &ws,
-        &hashes,
-        &[("REBENCH_JAIL", jail.prefix.as_str())],
-    );
     assert!(jailed.valid, "{jailed:#?}");
     assert_eq!(jailed.details["runner"], "REBENCH_JAIL", "{jailed:#?}");
 

@@ -406,17 +406,9 @@ fn the_model_runs_in_the_jail_without_the_held_out_data() {
     let model = tiny_model(&["return h"], "return M()");
     std::fs::write(ws.join("model.py"), format!("import os\n{guard}{model}")).unwrap();
     let hashes = protected::hash_files(&ws, &plan.protected).unwrap();
-    let open = score(&plan, ready, &ws, &hashes, &[]);
+    let (open, jailed, _jail) =
+        torch_env::score_open_and_jailed(&env_dir(), &plan, ready, &ws, &hashes);
     assert!(!open.valid && open.message.contains("LEAKED"), "{open:#?}");
-
-    let jail = torch_env::scorer_jail(&env_dir(), ready, &ws);
-    let jailed = score(
-        &plan,
-        ready,
-        &ws,
-        &hashes,
-        &[("REBENCH_JAIL", jail.prefix.as_str())],
-    );
     assert!(jailed.valid, "{jailed:#?}");
     assert_eq!(jailed.details["runner"], "REBENCH_JAIL", "{jailed:#?}");
     let loss = jailed.scorer_message["loss"].as_f64().unwrap();

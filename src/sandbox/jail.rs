@@ -340,7 +340,8 @@ fn child_pid(info: &str) -> Option<i32> {
     value.get("child-pid")?.as_i64()?.try_into().ok()
 }
 
-fn find_on_path(program: &str) -> Option<PathBuf> {
+/// `program` in one of PATH's folders.
+pub(crate) fn find_on_path(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(program))

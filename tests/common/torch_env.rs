@@ -162,3 +162,25 @@ pub fn scorer_jail(env_dir: &Path, ready: &Prepared, ws: &Path) -> super::TestJa
     let venv: Vec<PathBuf> = ready.venv.iter().cloned().collect();
     super::test_jail(&hidden, &venv, &[ws.to_path_buf()], ws)
 }
+
+/// Scores `ws` as it is, then through a jail for it (`scorer_jail`): the
+/// open outcome, the jailed one, and the jail (kept for more scoring).
+pub fn score_open_and_jailed(
+    env_dir: &Path,
+    plan: &ScoringPlan,
+    ready: &Prepared,
+    ws: &Path,
+    protected_at_start: &BTreeMap<String, String>,
+) -> (ScorerOutcome, ScorerOutcome, super::TestJail) {
+    let open = score(env_dir, plan, ready, ws, protected_at_start, &[]);
+    let jail = scorer_jail(env_dir, ready, ws);
+    let jailed = score(
+        env_dir,
+        plan,
+        ready,
+        ws,
+        protected_at_start,
+        &[("REBENCH_JAIL", jail.prefix.as_str())],
+    );
+    (open, jailed, jail)
+}

@@ -119,6 +119,10 @@ impl Sandbox for Bwrap {
             .collect()
     }
 
+    fn groups(&self) -> &Groups {
+        &self.groups
+    }
+
     fn freeze(&self, shells: &[i32]) -> Option<Deferred> {
         self.groups.freeze(&self.members(), shells)
     }

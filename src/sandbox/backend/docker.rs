@@ -247,6 +247,10 @@ impl Sandbox for Docker {
         ))
     }
 
+    fn groups(&self) -> &Groups {
+        &self.groups
+    }
+
     fn freeze(&self, _shells: &[i32]) -> Option<Deferred> {
         // By name: a container from before a server restart is paused too.
         if let Err(e) = block_on(self.engine.client.pause_container(&self.name())) {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::sandbox::enter::{Launch, prefix};
 
-use super::{Deferred, Groups, Sandbox};
+use super::{Groups, Sandbox};
 
 pub struct Local {
     exe: PathBuf,
@@ -45,15 +45,7 @@ impl Sandbox for Local {
         ))
     }
 
-    fn freeze(&self, shells: &[i32]) -> Option<Deferred> {
-        self.groups.freeze_marked(shells)
-    }
-
-    fn thaw(&self, shells: &[i32]) {
-        self.groups.thaw_marked(shells);
-    }
-
-    fn stop(&self) {
-        self.groups.kill();
+    fn groups(&self) -> &Groups {
+        &self.groups
     }
 }

@@ -49,17 +49,26 @@ pub trait Sandbox: Send + Sync {
     fn env(&self) -> Vec<(String, String)> {
         Vec::new()
     }
-    /// Stops every process of the session (`shells`: its shells' pids).
-    fn freeze(&self, shells: &[i32]) -> Option<Deferred>;
+    /// What holds its processes on the server's machine.
+    fn groups(&self) -> &Groups;
+    /// Stops every process of the session (`shells`: its shells' pids);
+    /// by default its cgroup, else what carries its marker.
+    fn freeze(&self, shells: &[i32]) -> Option<Deferred> {
+        self.groups().freeze_marked(shells)
+    }
     /// Lets them run again.
-    fn thaw(&self, shells: &[i32]);
+    fn thaw(&self, shells: &[i32]) {
+        self.groups().thaw_marked(shells);
+    }
     /// After the end's freeze, before the final score: the participant
     /// code that scorer runs must be able to run, while nothing the
     /// session left may. Nothing to do where scorer-run code runs outside
     /// the frozen group (local, bwrap).
     fn before_final_score(&self) {}
     /// Kills every process of the session and releases what it holds.
-    fn stop(&self);
+    fn stop(&self) {
+        self.groups().kill();
+    }
     /// Whether the session's environment is still there while it runs;
     /// Err says what happened to it (a container killed from outside, or
     /// out of memory): the session then pauses itself with that reason.

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::{Deferred, Groups, Sandbox};
+use super::{Groups, Sandbox};
 
 pub struct Unavailable {
     backend: &'static str,
@@ -46,15 +46,7 @@ impl Sandbox for Unavailable {
         ))
     }
 
-    fn freeze(&self, shells: &[i32]) -> Option<Deferred> {
-        self.groups.freeze_marked(shells)
-    }
-
-    fn thaw(&self, shells: &[i32]) {
-        self.groups.thaw_marked(shells);
-    }
-
-    fn stop(&self) {
-        self.groups.kill();
+    fn groups(&self) -> &Groups {
+        &self.groups
     }
 }

@@ -12,6 +12,7 @@ use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 
 use super::Engine;
+use crate::sandbox::jail::find_on_path;
 
 /// The Debian release and the packages a session's shell expects.
 const SUITE: &str = "bookworm";
@@ -25,7 +26,7 @@ const REPOSITORY: &str = "rebench-base";
 /// `rebench-base:<hash>`: the recipe's own tag.
 pub fn base_image_tag() -> String {
     let recipe = format!("{SUITE} {PACKAGES} {AGENT_USER}:{AGENT_UID}:{AGENT_HOME} v1");
-    let hash = hex(&Sha256::digest(recipe.as_bytes()));
+    let hash = format!("{:x}", Sha256::digest(recipe.as_bytes()));
     format!("{REPOSITORY}:{}", &hash[..12])
 }
 
@@ -96,7 +97,15 @@ pub async fn ensure_base_image(
 
 /// debootstrap into `rootfs`, the agent user added, then a tarball of it.
 fn build_rootfs(rootfs: &Path, tar: &Path) -> anyhow::Result<()> {
-    let debootstrap = which("debootstrap").context(
+    // sbin is not on every user's PATH.
+    let debootstrap = find_on_path("debootstrap")
+        .or_else(|| {
+            ["/usr/sbin/debootstrap", "/sbin/debootstrap"]
+                .iter()
+                .map(std::path::PathBuf::from)
+                .find(|p| p.is_file())
+        })
+        .context(
         "the base image needs debootstrap (apt install debootstrap), run as root; or name an image in the environment",
     )?;
     let out = Command::new(debootstrap)
@@ -153,16 +162,4 @@ fn add_agent_user(rootfs: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(&home).with_context(|| format!("creating {}", home.display()))?;
     std::os::unix::fs::chown(&home, Some(AGENT_UID), Some(AGENT_UID))
         .with_context(|| format!("handing {} to the agent user", home.display()))
-}
-
-fn which(program: &str) -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin".into(), "/sbin".into()])
-        .map(|dir| dir.join(program))
-        .find(|p| p.is_file())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
