@@ -21,8 +21,13 @@ const OPERATOR_ENV: [(&str, &str); 5] = [
 ];
 
 fn server(isolated: bool, extra: &[(&str, &str)]) -> TestServer {
+    server_on(if isolated { "bwrap" } else { "local" }, extra)
+}
+
+/// A server whose environment holds the operator's secrets, with `backend`.
+fn server_on(backend: &str, extra: &[(&str, &str)]) -> TestServer {
     let mut vars: Vec<(&str, &str)> = OPERATOR_ENV.to_vec();
-    vars.push(("REBENCH_BACKEND", if isolated { "bwrap" } else { "local" }));
+    vars.push(("REBENCH_BACKEND", backend));
     vars.extend_from_slice(extra);
     TestServer::start_with_env(&vars)
 }
@@ -48,12 +53,25 @@ async fn nothing_a_jailed_participant_can_read_holds_an_operator_variable() {
     if !bwrap_works("security tests (isolated)") {
         return;
     }
+    nothing_a_participant_can_read_holds_an_operator_variable("bwrap").await;
+}
+
+#[tokio::test]
+async fn nothing_a_participant_in_a_container_can_read_holds_an_operator_variable() {
+    if !docker_works("security tests (docker)") {
+        return;
+    }
+    nothing_a_participant_can_read_holds_an_operator_variable("docker").await;
+}
+
+async fn nothing_a_participant_can_read_holds_an_operator_variable(backend: &str) {
     let (_env_dir, env) = fixture_env(|t| t);
-    let server = server(true, &[]);
+    let server = server_on(backend, &[]);
     let session = server.create_running(&env, Some(3600)).await;
     let seen = server.exec(&session.id, PROC_PROBE).await;
     assert_eq!(seen.exit_code, Some(0), "{seen:?}");
-    // The jail's init is visible inside: it must be there and clean.
+    // The jail's or container's first process is visible inside: it must
+    // be there and clean.
     assert!(seen.stdout.contains("sleep"), "{}", seen.stdout);
     assert_eq!(operator_hits(&seen.stdout), 0, "{}", seen.stdout);
     assert!(
@@ -82,7 +100,7 @@ print(json.dumps({"raw": 1.0, "message": "granted=%s" % ("sk-operator-judge" in 
     .unwrap();
 }
 
-async fn participant_code_in_a_scorer_gets_no_secret(isolated: bool) {
+async fn participant_code_in_a_scorer_gets_no_secret(backend: &str) {
     let (_env_dir, env) = fixture_env(|t| {
         t.replace(
             "protected = [\"helper.py\"]",
@@ -90,12 +108,16 @@ async fn participant_code_in_a_scorer_gets_no_secret(isolated: bool) {
         )
     });
     scorer_running_participant_code(&env);
-    let server = server(isolated, &[]);
+    let server = server_on(backend, &[]);
     let session = server.create_running(&env, Some(3600)).await;
     let ws = Path::new(&session.workspace);
     // In local mode every process of the server's user is readable in /proc
     // (documented as unsafe): there the code's own environment is checked.
-    let probe = if isolated { PROC_PROBE } else { "env" };
+    let probe = if backend == "local" {
+        "env"
+    } else {
+        PROC_PROBE
+    };
     std::fs::write(ws.join("probe.sh"), probe).unwrap();
     let entry = server.score(&session.id).await;
     let text = entry.to_string();
@@ -110,16 +132,24 @@ async fn participant_code_in_a_scorer_gets_no_secret(isolated: bool) {
 }
 
 #[tokio::test]
+async fn participant_code_a_scorer_runs_gets_no_secret_in_a_container() {
+    if !docker_works("security tests (docker)") {
+        return;
+    }
+    participant_code_in_a_scorer_gets_no_secret("docker").await;
+}
+
+#[tokio::test]
 async fn participant_code_a_scorer_runs_gets_no_secret_isolated() {
     if !bwrap_works("security tests (isolated)") {
         return;
     }
-    participant_code_in_a_scorer_gets_no_secret(true).await;
+    participant_code_in_a_scorer_gets_no_secret("bwrap").await;
 }
 
 #[tokio::test]
 async fn participant_code_a_scorer_runs_gets_no_secret_local() {
-    participant_code_in_a_scorer_gets_no_secret(false).await;
+    participant_code_in_a_scorer_gets_no_secret("local").await;
 }
 
 /// `setsid env -i` drops the marker and leaves the process group: pausing
