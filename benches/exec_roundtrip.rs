@@ -50,6 +50,7 @@ async fn main() -> anyhow::Result<()> {
             allow_missing_hardware: true,
             no_input_recording: false,
             sandbox: None,
+            task: None,
         }))
         .await?;
     let _: SessionView = client

@@ -18,4 +18,5 @@ pub mod server;
 pub mod session;
 pub mod settings;
 pub mod store;
+pub mod taskstd;
 pub mod tui;

@@ -30,6 +30,7 @@ async fn session_with_shell(
             allow_missing_hardware: false,
             no_input_recording,
             sandbox: None,
+            task: None,
         }))
         .await
         .unwrap();

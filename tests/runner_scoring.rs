@@ -254,6 +254,7 @@ async fn a_profile_can_bring_its_own_transform() {
             allow_missing_hardware: false,
             no_input_recording: false,
             sandbox: None,
+            task: None,
         }))
         .await
         .unwrap();

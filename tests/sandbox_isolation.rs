@@ -285,6 +285,7 @@ async fn prefix_sum_runs_the_solution_in_the_jail_and_checks_it_outside() {
             allow_missing_hardware: false,
             no_input_recording: false,
             sandbox: None,
+            task: None,
         }))
         .await
         .unwrap();

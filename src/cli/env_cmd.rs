@@ -8,7 +8,9 @@ use clap::Subcommand;
 use std::time::Duration;
 
 use crate::environment::duration::{format_duration, parse_duration};
-use crate::environment::{Environment, ScoringPlan, discovery, files, hardware, prepare, validate};
+use crate::environment::{
+    Environment, ScoringPlan, discovery, family, files, hardware, prepare, validate,
+};
 use crate::paths::DataPaths;
 use crate::sandbox::exec::{ExecSpec, exec};
 use crate::scoring::{OUTPUT_LIMIT, ScorerInvocation, run_scorer};
@@ -26,6 +28,20 @@ pub enum EnvCommand {
         env: String,
         #[arg(long)]
         profile: Option<String>,
+    },
+    /// Register a METR Task Standard family folder (or a folder of families):
+    /// each of its tasks becomes the environment `<family>/<task>`.
+    Add {
+        path: std::path::PathBuf,
+        /// The raw score of the starting solution (normalizes the family's scores).
+        #[arg(long, requires = "reference")]
+        starting: Option<f64>,
+        /// The raw score of the reference solution.
+        #[arg(long, requires = "starting")]
+        reference: Option<f64>,
+        /// identity (default), log or log-minus:C.
+        #[arg(long)]
+        transform: Option<String>,
     },
     /// Measure `starting` and `reference` on this machine (scorer on the starting and reference solutions).
     Calibrate {
@@ -98,8 +114,47 @@ pub fn run(command: EnvCommand, paths: &DataPaths, json: bool) -> anyhow::Result
             }
             Ok(if problems.is_empty() { 0 } else { 1 })
         }
+        EnvCommand::Add {
+            path,
+            starting,
+            reference,
+            transform,
+        } => {
+            let overrides = family::Sidecar {
+                scoring: (starting.is_some() || transform.is_some()).then(|| {
+                    family::SidecarScoring {
+                        starting,
+                        reference,
+                        transform,
+                        timeout: None,
+                    }
+                }),
+                ..Default::default()
+            };
+            let added = add_families(&path, &paths.environments(), &overrides)?;
+            if json {
+                println!("{}", serde_json::json!({"added": added}));
+            } else {
+                for id in &added {
+                    println!("added {id}");
+                }
+                println!(
+                    "prepare a family's image ahead of its first session with `rebench env prepare <family>/<task>`"
+                );
+            }
+            Ok(0)
+        }
         EnvCommand::Prepare { env, profile } => {
             let env = discovery::resolve(&env, &search)?;
+            if let Some(task) = &env.family {
+                let tag = prepare_family(task)?;
+                if json {
+                    println!("{}", serde_json::json!({"id": env.id(), "image": tag}));
+                } else {
+                    println!("{} is prepared: image {tag}", env.id());
+                }
+                return Ok(0);
+            }
             let mut out = std::io::stdout();
             let prepared = prepare::prepare(&env, profile.as_deref(), &paths.root, &mut out)?;
             if json {
@@ -369,4 +424,90 @@ fn tempdir() -> anyhow::Result<std::path::PathBuf> {
     ));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
+}
+
+/// Registers the family at `path` (or every family in it) in `into` (the
+/// data dir's environments folder) as a link, with the operator's scoring
+/// overrides beside it; the ids of the tasks it added.
+fn add_families(
+    path: &Path,
+    into: &Path,
+    overrides: &family::Sidecar,
+) -> anyhow::Result<Vec<String>> {
+    let path = std::path::absolute(path).with_context(|| format!("{}", path.display()))?;
+    let families: Vec<std::path::PathBuf> = if family::family_name(&path).is_some() {
+        vec![path.clone()]
+    } else {
+        let mut found: Vec<_> = std::fs::read_dir(&path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| family::family_name(p).is_some())
+            .collect();
+        found.sort();
+        found
+    };
+    if families.is_empty() {
+        anyhow::bail!(
+            "{}: no Task Standard family here (a family is a folder <name>/ holding <name>.py)",
+            path.display()
+        );
+    }
+    std::fs::create_dir_all(into).with_context(|| format!("creating {}", into.display()))?;
+    let mut added = Vec::new();
+    for dir in families {
+        let loaded = family::Family::load(&dir, Some(overrides))?;
+        let names = loaded
+            .task_names()
+            .map_err(|e| anyhow::anyhow!("{}: get_tasks: {e}", dir.display()))?;
+        for task in &names {
+            loaded.task_environment(task)?;
+        }
+        let link = into.join(&loaded.name);
+        match std::fs::read_link(&link) {
+            Ok(target) if target == dir => {}
+            Ok(target) => anyhow::bail!(
+                "a family {} is already registered from {} (remove {} first)",
+                loaded.name,
+                target.display(),
+                link.display()
+            ),
+            Err(_) if link.exists() => anyhow::bail!(
+                "{} exists and is not a family link; not replacing it",
+                link.display()
+            ),
+            Err(_) => std::os::unix::fs::symlink(&dir, &link)
+                .with_context(|| format!("linking {}", link.display()))?,
+        }
+        if let Some(file) = family::overrides_file(&link) {
+            if *overrides == family::Sidecar::default() {
+                let _ = std::fs::remove_file(&file);
+            } else {
+                std::fs::write(&file, toml::to_string(overrides)?)
+                    .with_context(|| format!("writing {}", file.display()))?;
+            }
+        }
+        added.extend(names.iter().map(|t| format!("{}/{t}", loaded.name)));
+    }
+    Ok(added)
+}
+
+/// Builds the family's image on the local engine (install() runs now).
+fn prepare_family(task: &family::TaskRef) -> anyhow::Result<String> {
+    let endpoint = match crate::sandbox::jail::Isolation::named("docker")? {
+        crate::sandbox::jail::Isolation::Docker(endpoint) => endpoint,
+        _ => anyhow::bail!("no Docker engine"),
+    };
+    let engine = crate::sandbox::docker::Engine::connect("local", &endpoint)?;
+    let family = family::open(&task.entry)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let image = runtime.block_on(crate::taskstd::image::ensure(&engine, &family, &|line| {
+        println!("{line}")
+    }))?;
+    if let Some(refusal) = image.refusal(&task.task) {
+        anyhow::bail!("{}/{}: {refusal}", task.family, task.task);
+    }
+    Ok(image.tag)
 }

@@ -127,7 +127,15 @@ pub enum Command {
     /// Add a note to the session log.
     Note { session: String, text: Vec<String> },
     /// Submit: take the final score and end the session.
-    Submit { session: String },
+    Submit {
+        session: String,
+        /// The answer, for a task scored from it (a Task Standard family's `score`).
+        #[arg(long, conflicts_with = "answer_file")]
+        answer: Option<String>,
+        /// The answer, read from a file.
+        #[arg(long = "answer-file", value_name = "FILE")]
+        answer_file: Option<std::path::PathBuf>,
+    },
     /// End the session without a final score.
     End {
         session: String,
@@ -164,6 +172,9 @@ pub enum Command {
     /// Commands for inside a session (they use REBENCH_SOCKET, REBENCH_SESSION, REBENCH_TOKEN).
     #[command(subcommand)]
     Task(task::TaskCommand),
+    /// The scorer of a Task Standard family's session (run by the server).
+    #[command(hide = true)]
+    TaskFamilyScore,
 }
 
 #[derive(Debug, Args)]
@@ -200,6 +211,7 @@ pub fn run(cli: Cli) -> i32 {
     match cli.command {
         Command::Serve => serve(paths),
         // Before any runtime: joining namespaces needs a single thread.
+        Command::TaskFamilyScore => report(crate::taskstd::score_cmd::run()),
         Command::SandboxEnter {
             target,
             cgroup,

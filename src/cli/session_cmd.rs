@@ -156,7 +156,14 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
                     .await?,
             );
         }
-        Command::Submit { session } => show(&client.call(Request::Submit { session }).await?),
+        Command::Submit {
+            session,
+            answer,
+            answer_file,
+        } => {
+            let answer = read_answer(answer, answer_file.as_deref())?;
+            show(&client.call(Request::Submit { session, answer }).await?)
+        }
         Command::End { session, reason } => {
             show(&client.call(Request::End { session, reason }).await?)
         }
@@ -197,6 +204,7 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
         }
         Command::Serve
         | Command::SandboxEnter { .. }
+        | Command::TaskFamilyScore
         | Command::Env(_)
         | Command::Task(_)
         | Command::Export(_)
@@ -251,8 +259,14 @@ async fn create(
         .parse()
         .map_err(anyhow::Error::msg)
         .context("--kind")?;
+    let (env_dir, task) = match &env.family {
+        Some(family) => (family.entry.clone(), Some(family.task.clone())),
+        None => (env.dir.clone(), None),
+    };
+    let env_dir = std::path::absolute(&env_dir).unwrap_or(env_dir);
     let request = CreateSession {
-        env_dir: env.dir.display().to_string(),
+        env_dir: env_dir.display().to_string(),
+        task,
         participant: args.participant,
         kind,
         budget_s,
@@ -355,5 +369,18 @@ mod tests {
         assert_eq!(exit_code(Some(3), None, false), 3);
         assert_eq!(exit_code(None, Some(9), false), 137);
         assert_eq!(exit_code(Some(0), None, true), 124);
+    }
+}
+
+/// An answer given inline or in a file (`--answer`, `--answer-file`/`--submission-file`).
+pub fn read_answer(
+    inline: Option<String>,
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<Option<String>> {
+    match file {
+        Some(path) => std::fs::read_to_string(path)
+            .map(Some)
+            .with_context(|| format!("reading the answer from {}", path.display())),
+        None => Ok(inline),
     }
 }

@@ -28,8 +28,18 @@ pub enum TaskCommand {
     },
     /// Resume after your own pause.
     Resume,
-    /// Submit: final score, end of the session.
-    Submit,
+    /// Submit: final score, end of the session. ANSWER: for a task scored
+    /// from an answer (words are joined with spaces).
+    Submit {
+        answer: Vec<String>,
+        /// The answer, read from a file.
+        #[arg(
+            long = "submission-file",
+            value_name = "FILE",
+            conflicts_with = "answer"
+        )]
+        submission_file: Option<std::path::PathBuf>,
+    },
     /// Print the instructions.
     Instructions,
     /// Run a command in the session (agents).
@@ -136,7 +146,14 @@ pub async fn run(command: TaskCommand, json: bool) -> anyhow::Result<i32> {
             }
         }
         TaskCommand::Resume => view(&client.call(Request::Resume { session }).await?),
-        TaskCommand::Submit => view(&client.call(Request::Submit { session }).await?),
+        TaskCommand::Submit {
+            answer,
+            submission_file,
+        } => {
+            let inline = (!answer.is_empty()).then(|| answer.join(" "));
+            let answer = super::session_cmd::read_answer(inline, submission_file.as_deref())?;
+            view(&client.call(Request::Submit { session, answer }).await?)
+        }
         TaskCommand::Instructions => {
             let reply: serde_json::Value = client.call(Request::Instructions { session }).await?;
             println!("{}", reply["instructions"].as_str().unwrap_or_default());

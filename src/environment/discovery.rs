@@ -1,6 +1,6 @@
 //! Finding environments by name on a search path.
 
-use super::{EnvError, Environment, MANIFEST_FILE};
+use super::{EnvError, Environment, MANIFEST_FILE, family};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -42,6 +42,9 @@ fn looks_like_path(s: &str) -> bool {
 /// first `<dir>/<name>/environment.toml` on `search`.
 pub fn resolve(name_or_path: &str, search: &[PathBuf]) -> Result<Environment, EnvError> {
     let as_path = Path::new(name_or_path);
+    if let Some(found) = resolve_family_task(name_or_path, search) {
+        return found;
+    }
     if looks_like_path(name_or_path) {
         if has_manifest(as_path) {
             return Environment::load(as_path);
@@ -64,6 +67,28 @@ pub fn resolve(name_or_path: &str, search: &[PathBuf]) -> Result<Environment, En
     }
 }
 
+/// A Task Standard task: `<family>/<task>` on the search path, or a path
+/// whose parent folder is a family (`families/count_odds/main`). None when
+/// `name` is neither (then it is an environment name or folder).
+fn resolve_family_task(name: &str, search: &[PathBuf]) -> Option<Result<Environment, EnvError>> {
+    let as_path = Path::new(name);
+    if has_manifest(as_path) {
+        return None;
+    }
+    if let Some((family, task)) = family::split_task_id(name) {
+        if let Some(root) = search
+            .iter()
+            .find(|root| family::family_name(&root.join(family)).as_deref() == Some(family))
+        {
+            return Some(family::open_task(&root.join(family), task));
+        }
+    }
+    let parent = as_path.parent()?;
+    let task = as_path.file_name()?.to_str()?;
+    family::family_name(parent)?;
+    Some(family::open_task(parent, task))
+}
+
 /// Every environment folder on `search`, loaded (or why not), one per id
 /// (the first on the path wins), sorted by id. A folder that fails to load is
 /// keyed by its folder name.
@@ -76,10 +101,16 @@ pub fn list(search: &[PathBuf]) -> Vec<(PathBuf, Result<Environment, EnvError>)>
         let mut dirs: Vec<PathBuf> = entries
             .filter_map(Result::ok)
             .map(|e| e.path())
-            .filter(|p| has_manifest(p))
+            .filter(|p| has_manifest(p) || family::family_name(p).is_some())
             .collect();
         dirs.sort();
         for dir in dirs {
+            if !has_manifest(&dir) {
+                for (key, loaded) in family_tasks(&dir) {
+                    by_id.entry(key).or_insert((dir.clone(), loaded));
+                }
+                continue;
+            }
             let loaded = Environment::load(&dir);
             let key = match &loaded {
                 Ok(env) => env.id().to_string(),
@@ -92,6 +123,32 @@ pub fn list(search: &[PathBuf]) -> Vec<(PathBuf, Result<Environment, EnvError>)>
         }
     }
     by_id.into_values().collect()
+}
+
+/// Each task of the family in `dir` as (id, environment), or the family's
+/// problem under its folder name.
+fn family_tasks(dir: &Path) -> Vec<(String, Result<Environment, EnvError>)> {
+    let folder = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let loaded = family::open(dir).and_then(|f| {
+        let names = f.task_names().map_err(|message| {
+            EnvError::Invalid(vec![super::Problem {
+                file: f.dir.join(format!("{}.py", f.name)),
+                field: "get_tasks".into(),
+                message,
+            }])
+        })?;
+        Ok((f, names))
+    });
+    match loaded {
+        Ok((family, names)) => names
+            .into_iter()
+            .map(|task| (format!("{folder}/{task}"), family.task_environment(&task)))
+            .collect(),
+        Err(e) => vec![(folder, Err(e))],
+    }
 }
 
 #[cfg(test)]

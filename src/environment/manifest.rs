@@ -50,6 +50,11 @@ pub struct SandboxSettings {
     /// `none` (the default) or `bridge` (the engine's default network).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<String>,
+    /// A Task Standard family's container: its root may own, chown and
+    /// read every file (the family's own code runs as root in it); the
+    /// participant, as `agent`, still has no capability.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub task_standard: bool,
 }
 
 /// The networks a container session may be given.

@@ -7,6 +7,7 @@
 
 pub mod discovery;
 pub mod duration;
+pub mod family;
 pub mod files;
 pub mod hardware;
 pub mod manifest;
@@ -117,8 +118,14 @@ pub struct Environment {
     /// Absolute path of the environment folder.
     pub dir: PathBuf,
     pub manifest: Manifest,
-    /// sha256 (hex) of the `environment.toml` bytes, to tie results to a manifest version.
+    /// sha256 (hex) of the `environment.toml` bytes, to tie results to a
+    /// manifest version (of a family: of its whole folder).
     pub manifest_hash: String,
+    /// The Task Standard family task this is (`family`), if it is one.
+    pub family: Option<family::TaskRef>,
+    /// Whether scores are normalized (false: a family without starting and
+    /// reference scores, whose raw scores are reported as they are).
+    pub normalized: bool,
 }
 
 impl Environment {
@@ -138,6 +145,8 @@ impl Environment {
             dir: abs,
             manifest,
             manifest_hash: format!("{:x}", Sha256::digest(&bytes)),
+            family: None,
+            normalized: true,
         })
     }
 
@@ -261,6 +270,9 @@ impl Environment {
             protected: base.protected.clone(),
             pass_env: base.pass_env.clone(),
             env: overrides.map(|p| p.env.clone()).unwrap_or_default(),
+            intermediate: true,
+            score_at_start: self.family.is_none(),
+            unnormalized: !self.normalized,
         })
     }
 }
@@ -287,6 +299,21 @@ pub struct ScoringPlan {
     /// (`[scoring] pass_env`); sessions made before it existed have none.
     #[serde(default)]
     pub pass_env: Vec<String>,
+    /// Whether scores may be taken while the session runs (false: a family
+    /// scored only from its submission).
+    #[serde(default = "yes")]
+    pub intermediate: bool,
+    /// Whether the starting solution is scored before the clock starts.
+    #[serde(default = "yes")]
+    pub score_at_start: bool,
+    /// Raw scores stand as they are (no starting and reference to
+    /// normalize by): the normalized score is the raw one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unnormalized: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl ScoringPlan {

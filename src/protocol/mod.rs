@@ -72,6 +72,10 @@ pub enum Request {
     },
     Submit {
         session: String,
+        /// The answer (a Task Standard family scored by `score(t,
+        /// submission)`); recorded with the final score.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer: Option<String>,
     },
     End {
         session: String,
@@ -177,7 +181,7 @@ impl Request {
             | Pause { session, .. }
             | Resume { session }
             | Extend { session, .. }
-            | Submit { session }
+            | Submit { session, .. }
             | End { session, .. }
             | Note { session, .. }
             | Instructions { session }
@@ -248,6 +252,10 @@ pub struct CreateSession {
     /// `local`, `bwrap` or `docker`; None: the server's default (the safest that works).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<String>,
+    /// For a Task Standard family (`env_dir` is then the family's folder
+    /// as found): the task's name. Its sessions run in containers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
 }
 
 fn default_kind() -> Kind {

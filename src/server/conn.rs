@@ -577,16 +577,22 @@ async fn run_request(
             by_s,
             reason,
         } => json(hub.extend(&session, by_s, reason, actor).await?),
-        Request::Submit { session } => json(hub.submit(&session, actor).await?),
+        Request::Submit { session, answer } => json(hub.submit(&session, answer, actor).await?),
         Request::End { session, reason } => json(hub.end(&session, reason, actor).await?),
         Request::Note { session, text } => json(hub.note(&session, text, actor).await?),
         Request::Instructions { session } => {
             let host = hub.host(&session)?;
-            let env = host.environment()?;
-            let path = env.instructions_path();
-            let text = tokio::fs::read_to_string(&path)
-                .await
-                .map_err(|e| OpError::internal(format!("cannot read {}: {e}", path.display())))?;
+            let text = match &host.meta.task_family {
+                // As the family gave them at the start.
+                Some(family) => family.instructions.clone(),
+                None => {
+                    let env = host.environment()?;
+                    let path = env.instructions_path();
+                    tokio::fs::read_to_string(&path).await.map_err(|e| {
+                        OpError::internal(format!("cannot read {}: {e}", path.display()))
+                    })?
+                }
+            };
             json(serde_json::json!({"title": host.meta.env_title, "instructions": text}))
         }
         Request::Exec {

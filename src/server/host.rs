@@ -98,6 +98,9 @@ pub struct Host {
     pub recording_quota: Arc<super::quota::RecordingQuota>,
     /// Participant connections open with this session's token.
     connections: std::sync::atomic::AtomicUsize,
+    /// The answer given at submit, for the final score (a family's
+    /// `score(t, submission)`).
+    pub submission: Mutex<Option<String>>,
 }
 
 impl Host {
@@ -137,6 +140,7 @@ impl Host {
                 super::quota::RecordingQuota::limit_from_env(),
             )),
             store_fault: Mutex::new(None),
+            submission: Mutex::new(None),
             disk_paused: AtomicBool::new(false),
         });
         (host, exit_rx)

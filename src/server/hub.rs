@@ -27,6 +27,7 @@ use crate::session::{
 };
 use crate::store::Store;
 
+use super::family::{family_image, family_scorer_env};
 use super::host::{Host, OpError, OpResult};
 use super::scoring::{ScorerContainment, scoring_group_name, scoring_marker, take_score};
 use super::shells::ShellEnded;
@@ -51,6 +52,8 @@ const EXEC_LOG_LIMIT: usize = 64 * 1024;
 const TASK_CLIENT_GRACE: Duration = Duration::from_secs(2);
 /// Tries at a starting or final score the machine could not run.
 const SCORER_ATTEMPTS: u32 = 3;
+/// The longest answer a submission may carry.
+const MAX_ANSWER_BYTES: usize = 1024 * 1024;
 const SCORER_RETRY_DELAY: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone)]
@@ -309,15 +312,29 @@ impl Hub {
                 "participant must be a name of 1 to 100 printable characters",
             ));
         }
-        let env = Environment::load(std::path::Path::new(&req.env_dir)).map_err(|e| {
+        let dir = std::path::Path::new(&req.env_dir);
+        let env = match &req.task {
+            Some(task) => crate::environment::family::open_task(dir, task),
+            None => Environment::load(dir),
+        }
+        .map_err(|e| {
             OpError::new(
                 ErrorCode::Refused,
                 format!("environment {} is not usable:\n{e}", req.env_dir),
             )
         })?;
-        let plan = env
+        let mut plan = env
             .scoring(req.profile.as_deref())
             .map_err(|e| OpError::new(ErrorCode::Refused, e.to_string()))?;
+        if env.family.is_some() && req.sandbox.as_deref().is_some_and(|s| s != "docker") {
+            return Err(OpError::new(
+                ErrorCode::BadRequest,
+                format!(
+                    "{} is a Task Standard task: it runs in a container (--sandbox docker)",
+                    env.id()
+                ),
+            ));
+        }
         let needs = env.hardware_for(req.profile.as_deref());
         let machine = hardware::HardwareInfo::detect();
         let missing = hardware::missing(&needs, &machine);
@@ -353,7 +370,16 @@ impl Hub {
             Some(s) => s * 1000,
             None => env.default_budget().as_millis() as u64,
         };
-        let (sandbox, sandbox_warning) = match req.sandbox.as_deref() {
+        let family_image = match &env.family {
+            Some(task) => Some(family_image(task).await?),
+            None => None,
+        };
+        let sandbox_choice = if family_image.is_some() {
+            Some("docker")
+        } else {
+            req.sandbox.as_deref()
+        };
+        let (sandbox, sandbox_warning) = match sandbox_choice {
             Some(name) => {
                 let backend = Isolation::named(name).map_err(|e| {
                     OpError::new(ErrorCode::Refused, format!("--sandbox {name}: {e:#}"))
@@ -370,8 +396,14 @@ impl Hub {
         let source = env.workspace_dir();
         let ws = workspace.clone();
         let prepared_dir = prepared.dir.clone();
+        let is_family = env.family.is_some();
         tokio::task::spawn_blocking(move || {
-            files::assemble_workspace(&source, Some(&prepared_dir), &ws)
+            if is_family {
+                // The family's start(t) fills it, in the container.
+                std::fs::create_dir_all(&ws)
+            } else {
+                files::assemble_workspace(&source, Some(&prepared_dir), &ws)
+            }
         })
         .await
         .map_err(OpError::internal)?
@@ -383,7 +415,22 @@ impl Hub {
         })?;
         let protected =
             protected::hash_files(&workspace, &plan.protected).map_err(OpError::internal)?;
-        let meta = SessionMeta {
+        let mut container = env.manifest.sandbox.clone();
+        if let (Some(image), Some(task)) = (&family_image, &env.family) {
+            let exe = std::env::current_exe().map_err(OpError::internal)?;
+            plan.command = vec![exe.display().to_string(), "task-family-score".into()];
+            plan.pass_env = image.required_env();
+            let online = image
+                .permissions(&task.task)
+                .iter()
+                .any(|p| p == "full_internet");
+            container = crate::environment::manifest::SandboxSettings {
+                image: Some(image.tag.clone()),
+                network: Some(if online { "bridge" } else { "none" }.into()),
+                task_standard: true,
+            };
+        }
+        let mut meta = SessionMeta {
             id: id.clone(),
             env_id: env.id().to_string(),
             env_title: env.manifest.title.clone(),
@@ -406,9 +453,16 @@ impl Hub {
             record_input: env.manifest.recording.input && !req.no_input_recording,
             sandbox: Some(sandbox),
             sandbox_warning,
-            container: env.manifest.sandbox.clone(),
+            container,
             grant: Some(grant),
+            task_family: None,
         };
+        if let (Some(image), Some(task)) = (family_image, &env.family) {
+            meta.task_family = Some(self.set_up_family(&meta, task, image, budget_ms).await?);
+            if let Some(family) = &meta.task_family {
+                meta.scoring.intermediate = family.final_op != "score";
+            }
+        }
         let first = Event {
             seq: 0,
             at: meta.created_at,
@@ -425,8 +479,37 @@ impl Hub {
         state.apply(&first);
         let host = self.install(meta, state);
         let _ = self.events.send((id.clone(), first));
-        self.score_starting(&host).await?;
+        if host.meta.scoring.score_at_start {
+            self.score_starting(&host).await?;
+        }
         Ok(host.view(by.audience, true).await)
+    }
+
+    /// A family task's session before it exists: its container made from
+    /// the family's image, `start(t)` run and `/home/agent` handed over.
+    /// On failure nothing is left: container and workspace are removed.
+    async fn set_up_family(
+        self: &Arc<Self>,
+        meta: &SessionMeta,
+        task: &crate::environment::family::TaskRef,
+        image: crate::taskstd::image::FamilyImage,
+        budget_ms: u64,
+    ) -> OpResult<crate::taskstd::FamilySession> {
+        let sandbox = self.open_sandbox(meta, &SessionState::new(budget_ms));
+        let (task, workspace) = (task.clone(), meta.workspace.clone());
+        tokio::task::spawn_blocking(move || {
+            let made = sandbox
+                .admin_launcher(Path::new(crate::taskstd::call::FAMILY_DIR))
+                .and_then(|root| crate::taskstd::setup::setup(&root, &task, &image));
+            if made.is_err() {
+                sandbox.stop();
+                let _ = std::fs::remove_dir_all(&workspace);
+            }
+            made
+        })
+        .await
+        .map_err(OpError::internal)?
+        .map_err(|e| OpError::new(ErrorCode::Refused, e))
     }
 
     fn fresh_id(&self) -> OpResult<String> {
@@ -722,6 +805,16 @@ impl Hub {
                 "a scoring run is already in progress for this session",
             ));
         };
+        if !host.meta.scoring.intermediate {
+            return Err(OpError::new(
+                ErrorCode::Refused,
+                format!(
+                    "{} is scored only from its answer, when the session is submitted \
+                     (`rebench task submit ANSWER`, or `submit ANSWER` in the shell)",
+                    host.meta.env_id
+                ),
+            ));
+        }
         host.scoring_interrupted.store(false, Ordering::SeqCst);
         let requested_active_ms = {
             let live = host.live.lock().await;
@@ -796,6 +889,11 @@ impl Hub {
             marker: scoring_marker(host),
         };
         let jail = self.scorer_jail(host);
+        let request_dir = tempfile::tempdir().map_err(|e| format!("a scratch folder: {e}"))?;
+        let extra_env = match &host.meta.task_family {
+            Some(family) => family_scorer_env(host, family, phase, request_dir.path()).await?,
+            None => Vec::new(),
+        };
         // A pause between the request and here: nothing may start (see
         // `interrupt_scoring` for a pause from here on).
         let entry = if host.scoring_interrupted.load(Ordering::SeqCst) {
@@ -808,10 +906,12 @@ impl Hub {
                 by,
                 requested_active_ms,
                 jail,
+                extra_env,
                 &containment,
             )
             .await
         };
+        drop(request_dir);
         let marker = containment.marker;
         let _ = tokio::task::spawn_blocking(move || {
             if let Some(group) = group {
@@ -909,8 +1009,20 @@ impl Hub {
 
     // ----- the end --------------------------------------------------------
 
-    pub async fn submit(&self, id: &str, by: &Actor) -> OpResult<SessionView> {
+    pub async fn submit(
+        &self,
+        id: &str,
+        answer: Option<String>,
+        by: &Actor,
+    ) -> OpResult<SessionView> {
         let host = self.host(id)?;
+        if answer.as_ref().is_some_and(|a| a.len() > MAX_ANSWER_BYTES) {
+            return Err(OpError::new(
+                ErrorCode::BadRequest,
+                format!("the answer is longer than {MAX_ANSWER_BYTES} bytes"),
+            ));
+        }
+        *host.submission.lock().unwrap_or_else(|e| e.into_inner()) = answer;
         self.finish(&host, EndReason::Submitted, &by.name, true)
             .await?;
         Ok(host.view(by.audience, true).await)
@@ -995,9 +1107,24 @@ impl Hub {
         }
         if final_score {
             let active = host.live.lock().await.state.active_ms;
-            let entry = self
+            let mut entry = self
                 .run_scorer_until_done(host, ScorePhase::Final, active)
                 .await;
+            let answer = host
+                .submission
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            if let Some(answer) = answer {
+                // Recorded with the score it got (hidden details).
+                let mut details = match std::mem::take(&mut entry.details) {
+                    serde_json::Value::Object(map) => map,
+                    serde_json::Value::Null => serde_json::Map::new(),
+                    other => serde_json::Map::from_iter([("scorer".to_string(), other)]),
+                };
+                details.insert("submission".into(), answer.into());
+                entry.details = serde_json::Value::Object(details);
+            }
             let mut live = host.live.lock().await;
             host.append_at(
                 &mut live,
@@ -1021,8 +1148,28 @@ impl Hub {
             )
             .await?;
         }
+        self.tear_down_family(host).await;
         self.kill_everything(host).await;
         Ok(())
+    }
+
+    /// A family's `teardown(t)`, when it has one, before its container goes.
+    async fn tear_down_family(&self, host: &Arc<Host>) {
+        let Some(family) = host.meta.task_family.clone().filter(|f| f.teardown) else {
+            return;
+        };
+        let sandbox_host = host.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            sandbox_host.sandbox.thaw(&[]);
+            sandbox_host
+                .sandbox
+                .admin_launcher(Path::new(crate::taskstd::call::FAMILY_DIR))
+                .and_then(|root| crate::taskstd::setup::teardown(&root, &family))
+        })
+        .await;
+        if let Ok(Err(e)) = done {
+            tracing::error!(session = %host.id(), "the family's teardown failed: {e}");
+        }
     }
 
     // ----- processes ------------------------------------------------------

@@ -4,6 +4,7 @@
 
 mod budget;
 mod conn;
+mod family;
 pub mod host;
 pub mod hub;
 mod lock;

@@ -69,6 +69,7 @@ pub async fn take_score(
     requested_by: &str,
     requested_active_ms: u64,
     jail: Result<Vec<String>, String>,
+    extra_env: Vec<(String, String)>,
     containment: &ScorerContainment,
 ) -> Result<ScoreEntry, String> {
     let invalid = |message: String| ScoreEntry {
@@ -97,6 +98,7 @@ pub async fn take_score(
         serde_json::Value::from(jail).to_string(),
     ));
     env.push(containment.marker.env_pair());
+    env.extend(extra_env);
     let plan = &meta.scoring;
     let invocation = ScorerInvocation {
         argv: plan.argv(&meta.env_dir, &meta.workspace),
@@ -126,7 +128,12 @@ pub async fn take_score(
         duration_ms: outcome.duration_ms,
     };
     if let Some(raw) = entry.raw.filter(|_| entry.valid) {
-        match plan.normalizer.normalize(raw) {
+        let normalized = if plan.unnormalized {
+            Some(raw)
+        } else {
+            plan.normalizer.normalize(raw)
+        };
+        match normalized {
             Some(n) => entry.normalized = Some(n),
             None => {
                 entry.valid = false;

@@ -86,6 +86,10 @@ pub struct SessionMeta {
     /// session was made; None: no limits (sessions made before).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant: Option<crate::environment::hardware::Grant>,
+    /// For a Task Standard family task: its family, image, instructions
+    /// and how it is scored (`taskstd`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_family: Option<crate::taskstd::FamilySession>,
 }
 
 fn recorded_by_default() -> bool {

@@ -345,8 +345,10 @@ impl App {
             Overlay::ConfirmSubmit => {
                 if is_plain(&key, 'y') {
                     self.submitting_since_s = Some(self.now_s);
-                    effects
-                        .push(self.request(Pending::Submit, |session| Request::Submit { session }));
+                    effects.push(self.request(Pending::Submit, |session| Request::Submit {
+                        session,
+                        answer: None,
+                    }));
                 }
                 None
             }

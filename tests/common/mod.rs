@@ -171,6 +171,7 @@ impl TestServer {
                 allow_missing_hardware: false,
                 no_input_recording: false,
                 sandbox: None,
+                task: None,
             }))
             .await
             .unwrap()

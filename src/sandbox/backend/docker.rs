@@ -25,6 +25,20 @@ use super::{Deferred, Groups, Sandbox, Spec};
 
 /// The label every session container carries (operators and tests find them by it).
 pub const SESSION_LABEL: &str = "rebench.session";
+/// What root may do in a family's container (the family's code runs as
+/// root: it owns, reads and hands over files, and stops what it started).
+/// Capabilities do not survive the exec of a process as `agent`, and no new
+/// privileges can be gained, so the participant has none of them.
+const ROOT_CAPABILITIES: &[&str] = &[
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "DAC_READ_SEARCH",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "SETGID",
+    "SETUID",
+];
 /// Processes a container may hold at once (a fork bomb stops there).
 const PIDS_LIMIT: i64 = 4096;
 
@@ -136,6 +150,10 @@ impl Docker {
                 pids_limit: Some(PIDS_LIMIT),
                 security_opt: Some(vec!["no-new-privileges".into()]),
                 cap_drop: Some(vec!["ALL".into()]),
+                cap_add: self
+                    .settings
+                    .task_standard
+                    .then(|| ROOT_CAPABILITIES.iter().map(|c| c.to_string()).collect()),
                 ..limits(self.grant.as_ref())
             }),
             ..Default::default()
@@ -190,7 +208,8 @@ impl Docker {
 
     /// Hands the workspace to the container's user, when that is `agent`.
     fn hand_over_workspace(&self) -> Result<(), String> {
-        if self.exec_user() != AGENT_USER {
+        // A family's setup hands it over itself, protected files kept.
+        if self.exec_user() != AGENT_USER || self.settings.task_standard {
             return Ok(());
         }
         chown_tree(&self.workspace, AGENT_UID).map_err(|e| {
@@ -242,6 +261,25 @@ impl Sandbox for Docker {
                 cwd: self.container_cwd(cwd),
                 // Also for the code a scorer runs, whose environment is the scorer's.
                 env: vec![format!("HOME={AGENT_HOME}").into()],
+                argv: Vec::new(),
+            },
+        ))
+    }
+
+    fn admin_launcher(&self, cwd: &Path) -> Result<Vec<String>, String> {
+        let container = self.ensure_container()?;
+        Ok(prefix(
+            &self.exe,
+            &Launch {
+                target: None,
+                cgroup: None,
+                docker: Some(DockerTarget {
+                    endpoint: self.engine.endpoint.clone(),
+                    container,
+                    user: "root".into(),
+                }),
+                cwd: cwd.to_path_buf(),
+                env: vec!["HOME=/root".into()],
                 argv: Vec::new(),
             },
         ))

@@ -45,6 +45,15 @@ pub trait Sandbox: Send + Sync {
     /// `own_group` false the process stays in its caller's group: the
     /// participant code a scoring run starts dies with that run.
     fn launcher(&self, cwd: &Path, own_group: bool) -> Result<Vec<String>, String>;
+    /// The argv prefix that runs a command as root in the session's
+    /// environment, in `cwd`: a Task Standard family's own code runs so
+    /// (only containers have a root apart from the server's).
+    fn admin_launcher(&self, _cwd: &Path) -> Result<Vec<String>, String> {
+        Err(format!(
+            "the {} backend cannot run a Task Standard family (it needs a container)",
+            self.backend()
+        ))
+    }
     /// Variables the backend adds to the session's environment.
     fn env(&self) -> Vec<(String, String)> {
         Vec::new()

@@ -16,7 +16,7 @@ use crate::sandbox::jail::find_on_path;
 
 /// The Debian release and the packages a session's shell expects.
 const SUITE: &str = "bookworm";
-const PACKAGES: &str = "python3,procps,less,vim-tiny,ca-certificates,bash-completion";
+const PACKAGES: &str = "python3,python3-pip,procps,less,vim-tiny,ca-certificates,bash-completion";
 /// The participant's user in every container (not root).
 pub const AGENT_USER: &str = "agent";
 pub const AGENT_UID: u32 = 1000;
