@@ -1,0 +1,272 @@
+//! METR Task Standard families through the real server in real containers
+//! (issue 14): families written for the tests (`tests/fixtures/families`)
+//! registered with `env add`, their images built (install() with a required
+//! variable), sessions set up by start(t), scored through intermediate_score
+//! with the standard's protected score log and aggregate_scores, answers
+//! scored by score(t, submission), hidden scores, teardown, and a family
+//! whose start raises leaving nothing behind.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use rebench::protocol::Request;
+
+fn families() -> PathBuf {
+    repo_root().join("tests/fixtures/families")
+}
+
+fn server() -> TestServer {
+    TestServer::start_with_env(&[("SCORED_LOG_TOKEN", "sesame")])
+}
+
+fn ok(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+}
+
+/// `rebench new TASK` (an id or a path) and `begin`; the session's id.
+fn start(server: &TestServer, task: &str) -> String {
+    let view = ok(&server.cli(&["new", task, "--participant", "p", "--json"]));
+    let id = view["id"].as_str().unwrap().to_string();
+    ok(&server.cli(&["begin", &id, "--json"]));
+    id
+}
+
+fn root_in(id: &str, command: &str) -> String {
+    let out = std::process::Command::new("docker")
+        .args([
+            "exec",
+            "-u",
+            "root",
+            &format!("rebench-{id}"),
+            "sh",
+            "-c",
+            command,
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn a_family_task_is_set_up_scored_and_aggregated_in_its_container() {
+    if !docker_works("the Task Standard tests") {
+        return;
+    }
+    let server = server();
+    let added = ok(&server.cli(&["env", "add", families().to_str().unwrap(), "--json"]));
+    let ids: Vec<&str> = added["added"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&"scored_log/main") && ids.contains(&"answer_only/easy"),
+        "{ids:?}"
+    );
+    let listed = ok(&server.cli(&["env", "list", "--json"]));
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["id"] == "scored_log/hidden")
+    );
+
+    let id = start(&server, "scored_log/main");
+    let view = server.show(&id).await;
+    assert_eq!(
+        (view.environment.as_str(), view.sandbox.as_str()),
+        ("scored_log/main", "docker")
+    );
+    assert_eq!(view.budget_s, 3600.0, "the sidecar's budget");
+    assert_eq!(view.score_count, 0, "no starting score for a family");
+
+    // What start(t) left, as the participant sees it.
+    let seen = server
+        .exec(&id, "id -un; cat instructions.txt; cat solution.txt; cat secret.txt; cat /protected/score.log; ls -ld .cache_of_root; ls /root")
+        .await;
+    assert!(seen.stdout.starts_with("agent\n"), "{seen:?}");
+    assert!(
+        seen.stdout.contains("Write the target number") && seen.stdout.contains("0\n"),
+        "{seen:?}"
+    );
+    assert!(
+        !seen.stdout.contains("the target is 7"),
+        "a protected file was readable: {seen:?}"
+    );
+    assert!(
+        seen.stderr.contains("secret.txt: Permission denied"),
+        "{seen:?}"
+    );
+    assert!(
+        seen.stderr
+            .contains("/protected/score.log: Permission denied"),
+        "{seen:?}"
+    );
+    assert!(
+        seen.stderr.contains("/root") && seen.stderr.contains("Permission denied"),
+        "{seen:?}"
+    );
+    assert!(
+        seen.stdout.contains("root root"),
+        "a hidden folder of root's stays root's: {seen:?}"
+    );
+    let mut admin = server.admin().await;
+    let instructions: serde_json::Value = admin
+        .call(Request::Instructions {
+            session: id.clone(),
+        })
+        .await
+        .unwrap();
+    assert!(
+        instructions["instructions"]
+            .as_str()
+            .unwrap()
+            .contains("Task: main")
+    );
+
+    // intermediate_score, as root, normalized by the sidecar (0.125 → 0, 1 → 1).
+    let first = server.score(&id).await;
+    assert_eq!(
+        (first["valid"].clone(), first["raw"].clone()),
+        (true.into(), 0.125.into()),
+        "{first}"
+    );
+    assert_eq!(first["normalized"], 0.0);
+    assert_eq!(first["message"], "guess: 0", "{first}");
+    server.exec(&id, "echo 7 > solution.txt").await;
+    let best = server.score(&id).await;
+    assert_eq!(best["normalized"], 1.0, "{best}");
+    server.exec(&id, "echo oops > solution.txt").await;
+    let nan = server.score(&id).await;
+    assert_eq!(nan["valid"], false, "NaN is an invalid attempt: {nan}");
+    let log = root_in(&id, "cat /protected/score.log");
+    assert_eq!(log.lines().count(), 3, "{log}");
+    assert!(
+        log.lines().all(|l| l.contains("\"uid\": \"0\"")),
+        "scored as root: {log}"
+    );
+    // The participant cannot forge it.
+    let forged = server
+        .exec(&id, "echo '{\"score\": 1}' >> /protected/score.log")
+        .await;
+    assert_ne!(forged.exit_code, Some(0));
+
+    // The final score: one more intermediate score joins the log, then aggregate_scores.
+    ok(&server.cli(&["submit", &id, "--json"]));
+    let view = server.show(&id).await;
+    let final_score = view.final_score.expect("a final score");
+    assert_eq!((final_score.raw, final_score.normalized), (1.0, 1.0));
+    let scores = view.scores.unwrap();
+    let last = scores.last().unwrap();
+    assert_eq!(last.phase, "final");
+    assert!(
+        Path::new(&view.workspace).join("torn_down").exists(),
+        "teardown ran"
+    );
+    assert!(session_containers(&id).is_empty(), "the container is gone");
+}
+
+#[tokio::test]
+async fn answers_are_scored_by_the_familys_score_and_hidden_scores_stay_hidden() {
+    if !docker_works("the Task Standard tests") {
+        return;
+    }
+    let server = server();
+    let easy = families().join("answer_only/easy");
+    let id = start(&server, easy.to_str().unwrap());
+    let refused = server.cli(&["score", &id]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("scored only from its answer"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let instructions = server.exec(&id, "cat instructions.txt").await;
+    assert!(instructions.stdout.contains("Find the answer"));
+    assert!(!instructions.stdout.contains("noise"), "{instructions:?}");
+    ok(&server.cli(&["submit", &id, "--answer", "42", "--json"]));
+    let view = server.show(&id).await;
+    let final_score = view.final_score.expect("a final score");
+    assert_eq!(
+        (final_score.raw, final_score.normalized),
+        (1.0, 1.0),
+        "raw scores stand"
+    );
+    let entry = &view.scores.unwrap()[0];
+    assert_eq!(entry.details.as_ref().unwrap()["submission"], "42");
+
+    let manual = start(
+        &server,
+        families().join("answer_only/manual").to_str().unwrap(),
+    );
+    ok(&server.cli(&["submit", &manual, "--answer", "anything", "--json"]));
+    let view = server.show(&manual).await;
+    assert!(view.final_score.is_none());
+    let entry = &view.scores.unwrap()[0];
+    assert_eq!(entry.valid, Some(false));
+    assert!(entry.message.contains("None"), "{entry:?}");
+
+    let hidden = start(
+        &server,
+        families().join("scored_log/hidden").to_str().unwrap(),
+    );
+    server.exec(&hidden, "echo 7 > solution.txt").await;
+    let mut participant = server.participant(&hidden).await;
+    let seen: serde_json::Value = participant
+        .call(Request::Score {
+            session: hidden.clone(),
+        })
+        .await
+        .unwrap();
+    assert!(
+        seen["raw"].is_null() && seen["normalized"].is_null(),
+        "{seen}"
+    );
+    assert!(seen.get("details").is_none_or(|d| d.is_null()), "{seen}");
+    let admin_view = server.score(&hidden).await;
+    assert_eq!(admin_view["raw"], 1.0, "{admin_view}");
+}
+
+#[tokio::test]
+async fn a_family_whose_start_raises_leaves_no_session() {
+    if !docker_works("the Task Standard tests") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("broken_start");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(
+        dir.join("broken_start.py"),
+        "class TaskFamily:\n    standard_version = '0.3.0'\n    @staticmethod\n    def get_tasks():\n        return {'t': {}}\n    @staticmethod\n    def get_instructions(t):\n        return 'x'\n    @staticmethod\n    def start(t):\n        raise ValueError('no GPU in this container')\n    @staticmethod\n    def score(t, s):\n        return 1.0\n",
+    )
+    .unwrap();
+    let server = server();
+    let out = server.cli(&["new", dir.join("t").to_str().unwrap(), "--participant", "p"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("broken_start/t: start failed")
+            && stderr.contains("ValueError: no GPU in this container"),
+        "{stderr}"
+    );
+    let listed = ok(&server.cli(&["sessions", "--json"]));
+    assert_eq!(listed.as_array().map_or(0, Vec::len), 0, "{listed}");
+    let containers = std::process::Command::new("docker")
+        .args(["ps", "-a", "--format", "{{.Image}}"])
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&containers.stdout).contains("rebench-family-broken_start"),
+        "a container was left"
+    );
+}
