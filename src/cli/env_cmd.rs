@@ -120,14 +120,13 @@ pub fn run(command: EnvCommand, paths: &DataPaths, json: bool) -> anyhow::Result
             reference,
             transform,
         } => {
+            let given = starting.is_some() || transform.is_some();
             let overrides = family::Sidecar {
-                scoring: (starting.is_some() || transform.is_some()).then(|| {
-                    family::SidecarScoring {
-                        starting,
-                        reference,
-                        transform,
-                        timeout: None,
-                    }
+                scoring: given.then_some(family::SidecarScoring {
+                    starting,
+                    reference,
+                    transform,
+                    timeout: None,
                 }),
                 ..Default::default()
             };

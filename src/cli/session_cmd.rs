@@ -355,6 +355,19 @@ fn shell_quote(arg: &str) -> String {
     }
 }
 
+/// An answer given inline or in a file (`--answer`, `--answer-file`/`--submission-file`).
+pub fn read_answer(
+    inline: Option<String>,
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<Option<String>> {
+    match file {
+        Some(path) => std::fs::read_to_string(path)
+            .map(Some)
+            .with_context(|| format!("reading the answer from {}", path.display())),
+        None => Ok(inline),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -369,18 +382,5 @@ mod tests {
         assert_eq!(exit_code(Some(3), None, false), 3);
         assert_eq!(exit_code(None, Some(9), false), 137);
         assert_eq!(exit_code(Some(0), None, true), 124);
-    }
-}
-
-/// An answer given inline or in a file (`--answer`, `--answer-file`/`--submission-file`).
-pub fn read_answer(
-    inline: Option<String>,
-    file: Option<&std::path::Path>,
-) -> anyhow::Result<Option<String>> {
-    match file {
-        Some(path) => std::fs::read_to_string(path)
-            .map(Some)
-            .with_context(|| format!("reading the answer from {}", path.display())),
-        None => Ok(inline),
     }
 }

@@ -75,13 +75,12 @@ fn resolve_family_task(name: &str, search: &[PathBuf]) -> Option<Result<Environm
     if has_manifest(as_path) {
         return None;
     }
-    if let Some((family, task)) = family::split_task_id(name) {
-        if let Some(root) = search
+    if let Some((family, task)) = family::split_task_id(name)
+        && let Some(root) = search
             .iter()
             .find(|root| family::family_name(&root.join(family)).as_deref() == Some(family))
-        {
-            return Some(family::open_task(&root.join(family), task));
-        }
+    {
+        return Some(family::open_task(&root.join(family), task));
     }
     let parent = as_path.parent()?;
     let task = as_path.file_name()?.to_str()?;

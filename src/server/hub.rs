@@ -29,7 +29,9 @@ use crate::store::Store;
 
 use super::family::{family_image, family_scorer_env};
 use super::host::{Host, OpError, OpResult};
-use super::scoring::{ScorerContainment, scoring_group_name, scoring_marker, take_score};
+use super::scoring::{
+    ScorerContainment, ScorerReach, scoring_group_name, scoring_marker, take_score,
+};
 use super::shells::ShellEnded;
 
 /// Who asks: shown as `by` in the event log.
@@ -905,8 +907,10 @@ impl Hub {
                 phase,
                 by,
                 requested_active_ms,
-                jail,
-                extra_env,
+                ScorerReach {
+                    jail,
+                    env: extra_env,
+                },
                 &containment,
             )
             .await

@@ -21,6 +21,14 @@ pub struct ScorerContainment {
     pub marker: SessionMarker,
 }
 
+/// What a scoring run reaches beyond its workspace: `jail`, the prefix that
+/// runs participant code (Err: it could not be made), and variables of its
+/// own (a family's way into its container as root, its request).
+pub struct ScorerReach {
+    pub jail: Result<Vec<String>, String>,
+    pub env: Vec<(String, String)>,
+}
+
 /// The cgroup name of a session's scoring runs.
 pub fn scoring_group_name(session: &str) -> String {
     format!("{session}.scoring")
@@ -68,10 +76,13 @@ pub async fn take_score(
     phase: ScorePhase,
     requested_by: &str,
     requested_active_ms: u64,
-    jail: Result<Vec<String>, String>,
-    extra_env: Vec<(String, String)>,
+    reach: ScorerReach,
     containment: &ScorerContainment,
 ) -> Result<ScoreEntry, String> {
+    let ScorerReach {
+        jail,
+        env: extra_env,
+    } = reach;
     let invalid = |message: String| ScoreEntry {
         phase,
         requested_by: requested_by.to_string(),

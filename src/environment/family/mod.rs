@@ -471,7 +471,8 @@ mod tests {
             split_task_id("ai_rd_triton_cumsum/main"),
             Some(("ai_rd_triton_cumsum", "main"))
         );
-        assert_eq!(split_task_id("environments/prefix-sum"), None);
+        assert_eq!(split_task_id("my-envs/prefix-sum"), None);
+        assert_eq!(split_task_id("fam/"), None);
         assert_eq!(split_task_id("./x"), None);
         assert_eq!(file_name("fam/task"), "fam__task");
     }
