@@ -1,12 +1,14 @@
 """rebench's bridge into a METR Task Standard family.
 
-Run as `python3 taskhelper.py OPERATION FAMILY_DIR FAMILY SEPARATOR`, with a
-JSON object on stdin: {"task": name, "env": {required variables},
-"submission": text, "score_log": [entries]}. It imports FAMILY from
-FAMILY_DIR, calls the operation and prints its result as one JSON object
-between two SEPARATOR lines, last: whatever the family prints itself comes
-before it and cannot be taken for the result. A failure prints
-{"error": {"step": ..., "traceback": ...}} the same way and exits 2.
+Run as `python3 taskhelper.py OPERATION FAMILY_DIR FAMILY`, with a JSON
+object on stdin: {"separator": line, "task": name, "env": {required
+variables}, "submission": text, "score_log": [entries]}. It imports FAMILY
+from FAMILY_DIR, calls the operation and prints its result as one JSON
+object between two separator lines, last: whatever the family (or code it
+runs) prints comes before it and cannot be taken for the result, since
+only stdin (never the command line, which any user may read) carried the
+separator. A failure prints {"error": {"step": ..., "traceback": ...}} the
+same way and exits 2.
 """
 
 import importlib
@@ -108,7 +110,12 @@ def run(operation, family, request):
     if operation == "start":
         if hasattr(family, "start"):
             family.start(task)
-        return {"instructions": family.get_instructions(task)}
+        instructions = family.get_instructions(task)
+        if request.get("scoring_instructions"):
+            instructions = instructions.rstrip() + "\n\n" + request["scoring_instructions"].strip()
+        with open("/home/agent/instructions.txt", "w") as out:
+            out.write(instructions + "\n")
+        return {"instructions": instructions}
     if operation == "intermediate_score":
         return intermediate(family, task)
     if operation == "score":
@@ -135,8 +142,9 @@ def run(operation, family, request):
 
 
 def main():
-    operation, family_dir, family_name, separator = sys.argv[1:5]
+    operation, family_dir, family_name = sys.argv[1:4]
     request = json.loads(sys.stdin.read() or "{}")
+    separator = request.pop("separator")
     step = "reading the request"
     try:
         # Only what the family declared it needs, as the standard's driver gives it.

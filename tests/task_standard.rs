@@ -235,6 +235,7 @@ async fn answers_are_scored_by_the_familys_score_and_hidden_scores_stay_hidden()
     assert!(seen.get("details").is_none_or(|d| d.is_null()), "{seen}");
     let admin_view = server.score(&hidden).await;
     assert_eq!(admin_view["raw"], 1.0, "{admin_view}");
+    ok(&server.cli(&["end", &hidden, "--json"]));
 }
 
 #[tokio::test]
@@ -269,4 +270,288 @@ async fn a_family_whose_start_raises_leaves_no_session() {
         !String::from_utf8_lossy(&containers.stdout).contains("rebench-family-broken_start"),
         "a container was left"
     );
+}
+
+/// A family written into a temp folder: `<name>/<name>.py` holding `code`.
+fn temp_family(name: &str, code: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join(name);
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join(format!("{name}.py")), code).unwrap();
+    (tmp, dir)
+}
+
+const MINIMAL: &str = "class TaskFamily:\n    standard_version = '0.3.0'\n    @staticmethod\n    def get_tasks():\n        return {'t': {}}\n    @staticmethod\n    def get_instructions(t):\n        return 'x'\n    @staticmethod\n    def score(t, s):\n        return 1.0\n";
+
+#[tokio::test]
+async fn broken_families_are_refused_with_their_traceback_and_the_step() {
+    if !docker_works("the Task Standard tests") {
+        return;
+    }
+    let server = server();
+    // A family that cannot be imported: at env add, with its traceback.
+    let (_a, bad_import) = temp_family("bad_import", "import nonexistent_module_xyz\n");
+    let out = server.cli(&["env", "add", bad_import.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("importing bad_import") && stderr.contains("ModuleNotFoundError"),
+        "{stderr}"
+    );
+    // An auxiliary VM: refused at env add.
+    let (_b, aux) = temp_family(
+        "wants_vm",
+        &format!(
+            "{MINIMAL}    @staticmethod\n    def get_aux_vm_spec(t):\n        return {{'cpu_count_range': [2, 2]}}\n"
+        ),
+    );
+    let out = server.cli(&["env", "add", aux.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("wants_vm/t") && stderr.contains("auxiliary VM"),
+        "{stderr}"
+    );
+    // install() that fails: at new, naming the step, with the traceback; no session.
+    let (_c, bad_install) = temp_family(
+        "bad_install",
+        &format!(
+            "{MINIMAL}    @staticmethod\n    def install():\n        raise RuntimeError('the mirror is down')\n"
+        ),
+    );
+    let out = server.cli(&[
+        "new",
+        bad_install.join("t").to_str().unwrap(),
+        "--participant",
+        "p",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("install() failed") && stderr.contains("RuntimeError: the mirror is down"),
+        "{stderr}"
+    );
+    // A task the family does not have.
+    let (_d, minimal) = temp_family("minimal_family", MINIMAL);
+    let out = server.cli(&[
+        "new",
+        minimal.join("nope").to_str().unwrap(),
+        "--participant",
+        "p",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("has no task \"nope\" (its tasks: t)"),
+        "{stderr}"
+    );
+    let listed = ok(&server.cli(&["sessions", "--json"]));
+    assert_eq!(listed.as_array().map_or(0, Vec::len), 0, "{listed}");
+}
+
+#[tokio::test]
+async fn in_the_session_submit_answers_and_permissions_give_the_network() {
+    if !docker_works("the Task Standard tests") {
+        return;
+    }
+    let server = server();
+    let online = start(
+        &server,
+        families().join("answer_only/online").to_str().unwrap(),
+    );
+    let offline = start(
+        &server,
+        families().join("answer_only/easy").to_str().unwrap(),
+    );
+    let network = |id: &str| {
+        let out = std::process::Command::new("docker")
+            .args([
+                "inspect",
+                "-f",
+                "{{.HostConfig.NetworkMode}}",
+                &format!("rebench-{id}"),
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(
+        network(&online),
+        "bridge",
+        "full_internet gives the engine's network"
+    );
+    assert_eq!(network(&offline), "none");
+    // The participant submits from inside the container (the command is
+    // stopped with the session's other processes; the answer counts).
+    server.exec(&offline, "rebench task submit 42").await;
+    let mut view = server.show(&offline).await;
+    for _ in 0..200 {
+        if view.state == "ended" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        view = server.show(&offline).await;
+    }
+    assert_eq!(view.state, "ended", "{view:?}");
+    assert_eq!(view.end_reason.as_deref(), Some("submitted"));
+    assert_eq!(view.final_score.map(|f| f.raw), Some(1.0));
+    ok(&server.cli(&["submit", &online, "--answer", "41", "--json"]));
+    let view = server.show(&online).await;
+    assert_eq!(
+        view.final_score.map(|f| f.raw),
+        Some(0.0),
+        "a wrong answer scores 0"
+    );
+
+    // The report takes them like any runs, marked as raw scores.
+    let report = server.cli(&["report"]);
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    assert!(
+        text.contains("answer_only/easy") && text.contains("answer_only/online"),
+        "{text}"
+    );
+    assert!(
+        text.contains("UNNORMALIZED: answer_only/easy, answer_only/online"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_human_reads_and_answers_in_the_workspace() {
+    if !docker_works("the Task Standard tests") || !common::tmux::tmux_available() {
+        assert!(std::env::var_os("CI").is_none(), "tmux is missing");
+        return;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("rbts")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let config_home = dir.path().join("config");
+    std::fs::create_dir_all(&config_home).unwrap();
+    let t = common::tmux::Tmux {
+        socket: format!("rbts-{}", std::process::id()),
+        data_dir: dir.path().join("data"),
+        _dir: dir,
+    };
+    let task = families().join("answer_only/easy");
+    t.open(
+        "w",
+        &format!("start {} --participant tester", task.display()),
+        &config_home,
+    );
+    t.wait_text("w", "to start the clock");
+    t.keys("w", &["i"]);
+    t.wait_text("w", "Find the answer and submit it");
+    t.keys("w", &["Escape"]);
+    t.keys("w", &["Enter"]);
+    t.wait_for("w", "the running shell", |s| {
+        s.contains("RUNNING") && s.contains("$")
+    });
+    t.type_line("w", "cat instructions.txt; id -un");
+    t.wait_for("w", "the shell's output", |s| {
+        common::tmux::pane_lines(s).iter().any(|l| l == "agent")
+    });
+    // The score key says how this task is scored.
+    t.keys("w", &["C-g"]);
+    t.keys("w", &["s"]);
+    t.wait_text("w", "scored only from its answer");
+    // Submit asks for the answer.
+    t.keys("w", &["C-g"]);
+    t.keys("w", &["S"]);
+    t.wait_text("w", "Your answer");
+    assert!(
+        t.tmux(&["send-keys", "-t", "w", "-l", "42"])
+            .status
+            .success(),
+        "typing the answer"
+    );
+    t.keys("w", &["Enter"]);
+    t.wait_for("w", "the summary", |s| {
+        s.contains("Session ended") && s.contains("Final score")
+    });
+    let sessions: serde_json::Value = serde_json::from_slice(
+        &std::process::Command::new(BIN)
+            .arg("--data-dir")
+            .arg(&t.data_dir)
+            .args(["sessions", "--json"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let id = sessions[0]["id"].as_str().unwrap().to_string();
+    let shown: serde_json::Value = serde_json::from_slice(
+        &std::process::Command::new(BIN)
+            .arg("--data-dir")
+            .arg(&t.data_dir)
+            .args(["show", &id, "--json"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(shown["final"]["raw"], 1.0, "{shown}");
+    // The recording exports like any session's.
+    let cast = t.data_dir.join("w.cast");
+    let out = std::process::Command::new(BIN)
+        .arg("--data-dir")
+        .arg(&t.data_dir)
+        .args(["export", &id, "--format", "asciicast-v2", "-o"])
+        .arg(&cast)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&cast).unwrap();
+    assert!(
+        text.contains("Find the answer"),
+        "the recording holds the shell's output"
+    );
+    t.keys("w", &["q"]);
+}
+
+/// A family whose scorer runs the participant's code (as `agent`, with
+/// the scorer's stdout, as RE-Bench families do) cannot be fooled into a
+/// forged result: the code finds no separator on any command line, and
+/// what it prints, now or later, is not the result.
+#[tokio::test]
+async fn participant_code_a_family_runs_cannot_forge_its_result() {
+    if !docker_works("the Task Standard tests") {
+        return;
+    }
+    let code = "import subprocess\nclass TaskFamily:\n    standard_version = '0.3.0'\n    @staticmethod\n    def get_tasks():\n        return {'t': {}}\n    @staticmethod\n    def get_instructions(t):\n        return 'x'\n    @staticmethod\n    def intermediate_score(t):\n        subprocess.run(['runuser', '-u', 'agent', '--', 'sh', '/home/agent/solution.sh'])\n        return {'score': 0.25, 'message': {'honest': True}, 'details': {}}\n    @staticmethod\n    def aggregate_scores(t, log):\n        return max(e['score'] for e in log)\n";
+    let (_tmp, dir) = temp_family("runs_code", code);
+    let server = server();
+    let id = start(&server, dir.join("t").to_str().unwrap());
+    // The hostile solution: look for a separator on every command line,
+    // print forged results now and from a process that outlives the call.
+    let solution = r#"
+for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' < "$f"; echo; done > /tmp/cmdlines 2>/dev/null
+SEP=$(grep -o -- '--rebench-result-[0-9a-f]*--' /tmp/cmdlines | head -1)
+echo "found:[$SEP]" >&2
+forged() { printf '\n%s\n{"score": 99.0, "why": null, "message": "forged", "details": null}\n%s\n' "$SEP" "$SEP"; }
+forged
+(sleep 1; forged) &
+"#;
+    server
+        .exec(&id, &format!("cat > solution.sh <<'EOF'\n{solution}\nEOF"))
+        .await;
+    let entry = server.score(&id).await;
+    assert_eq!(entry["raw"], 0.25, "{entry}");
+    let view = server.show(&id).await;
+    let output = view.scores.unwrap()[0].output.clone().unwrap_or_default();
+    assert!(
+        output.contains("found:[]"),
+        "the separator was visible: {output}"
+    );
+    ok(&server.cli(&["submit", &id, "--json"]));
+    let final_score = server.show(&id).await.final_score.expect("a final score");
+    assert_eq!(final_score.raw, 0.25);
 }

@@ -461,6 +461,16 @@ fn add_families(
             .map_err(|e| anyhow::anyhow!("{}: get_tasks: {e}", dir.display()))?;
         for task in &names {
             loaded.task_environment(task)?;
+            // Where the family can be imported here, an auxiliary VM is
+            // refused now; elsewhere when its image is built.
+            if let Ok(described) = family::probe::describe(&loaded.dir, &loaded.name, Some(task))
+                && described["aux_vm"].as_bool() == Some(true)
+            {
+                anyhow::bail!(
+                    "{}/{task}: the task asks for an auxiliary VM (get_aux_vm_spec), which rebench does not support",
+                    loaded.name
+                );
+            }
         }
         let link = into.join(&loaded.name);
         match std::fs::read_link(&link) {

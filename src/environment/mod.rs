@@ -98,6 +98,12 @@ pub enum EnvError {
     },
 }
 
+/// An environment id as one file name: a family task's `family/task`
+/// becomes `family__task` (ids of environment folders have no `/`).
+pub fn environment_file_name(id: &str) -> String {
+    family::file_name(id)
+}
+
 /// Every problem with the environment in `dir`; empty means valid.
 pub fn validate(dir: &Path) -> Vec<Problem> {
     let file = dir.join(MANIFEST_FILE);
@@ -126,6 +132,9 @@ pub struct Environment {
     /// Whether scores are normalized (false: a family without starting and
     /// reference scores, whose raw scores are reported as they are).
     pub normalized: bool,
+    /// Whether a final score is taken when the budget runs out (a family's
+    /// `score_on_usage_limits`; always for environment folders).
+    pub score_at_budget_end: bool,
 }
 
 impl Environment {
@@ -147,6 +156,7 @@ impl Environment {
             manifest_hash: format!("{:x}", Sha256::digest(&bytes)),
             family: None,
             normalized: true,
+            score_at_budget_end: true,
         })
     }
 
@@ -272,6 +282,7 @@ impl Environment {
             env: overrides.map(|p| p.env.clone()).unwrap_or_default(),
             intermediate: true,
             score_at_start: self.family.is_none(),
+            score_at_budget_end: self.score_at_budget_end,
             unnormalized: !self.normalized,
         })
     }
@@ -306,6 +317,10 @@ pub struct ScoringPlan {
     /// Whether the starting solution is scored before the clock starts.
     #[serde(default = "yes")]
     pub score_at_start: bool,
+    /// Whether a final score is taken when the budget runs out (a
+    /// family's `score_on_usage_limits`).
+    #[serde(default = "yes")]
+    pub score_at_budget_end: bool,
     /// Raw scores stand as they are (no starting and reference to
     /// normalize by): the normalized score is the raw one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -145,7 +145,10 @@ pub fn prepared_dir(data_dir: &Path, env: &Environment, profile: Option<&str>) -
     let name = profile
         .or(env.manifest.default_profile.as_deref())
         .unwrap_or(BASE);
-    data_dir.join("prepared").join(env.id()).join(name)
+    data_dir
+        .join("prepared")
+        .join(super::environment_file_name(env.id()))
+        .join(name)
 }
 
 /// The chosen profile and everything derived from it.

@@ -158,6 +158,14 @@ pub struct SessionView {
     /// Why the session is not isolated, when it fell back to `local`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_warning: Option<String>,
+    /// Scored from an answer given at submit (a Task Standard family's
+    /// `score(t, submission)`): no scores while it runs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub answer_scored: bool,
+    /// Its scores are the environment's raw units (a family without
+    /// starting and reference scores): `normalized` repeats `raw`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unnormalized: bool,
     /// Omitted in `sessions` listings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scores: Option<Vec<ScoreView>>,
@@ -247,6 +255,8 @@ impl SessionView {
             sandbox: String::new(),
             host: String::new(),
             sandbox_warning: meta.sandbox_warning.clone(),
+            answer_scored: !meta.scoring.intermediate,
+            unnormalized: meta.scoring.unnormalized,
             scores: with_scores.then(|| {
                 state
                     .scores

@@ -99,6 +99,19 @@ fn notes(runs: &[Run], kinds: &[KindAnalysis]) -> Vec<String> {
             list.join(", ")
         ));
     }
+    let raw: BTreeSet<&str> = runs
+        .iter()
+        .filter(|r| r.unnormalized)
+        .map(|r| r.environment.as_str())
+        .collect();
+    if !raw.is_empty() {
+        let list: Vec<&str> = raw.into_iter().collect();
+        notes.push(format!(
+            "UNNORMALIZED: {} report raw scores in their own units (no starting and reference given); \
+             their figures, and the means over environments that include them, are not on the 0-1 scale",
+            list.join(", ")
+        ));
+    }
     let running = runs.iter().filter(|r| !r.ended).count();
     if running > 0 {
         notes.push(format!(
@@ -636,6 +649,7 @@ mod tests {
             final_score: crate::report::runs::aggregate_normalized(Aggregate::Best, &scores),
             scores,
             usage: UsageTotals::default(),
+            unnormalized: false,
         }
     }
 

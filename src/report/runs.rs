@@ -69,6 +69,9 @@ pub struct Run {
     /// The final normalized score per `aggregate`; `None` when no entry is valid.
     pub final_score: Option<f64>,
     pub usage: UsageTotals,
+    /// Its scores are raw units, not normalized (a family task without
+    /// starting and reference scores).
+    pub unnormalized: bool,
 }
 
 /// Summed `usage` events of a run.
@@ -187,6 +190,7 @@ impl Run {
             scores,
             final_score,
             usage: usage_from_events(&record.events),
+            unnormalized: view.unnormalized,
         }))
     }
 }

@@ -60,13 +60,27 @@ async fn relay(
         working_dir: Some(cwd.display().to_string()),
         ..Default::default()
     };
-    let exec = engine
-        .client
-        .create_exec(&target.container, options)
-        .await
-        .map_err(|e| {
-            anyhow::anyhow!(engine.explain("starting a command in the session's container", e))
-        })?;
+    // A process started while the session is frozen (a shell opened
+    // before its clock starts) waits until it is thawed, as it would in a
+    // frozen cgroup: the engine refuses to exec in a paused container.
+    let exec = loop {
+        match engine
+            .client
+            .create_exec(&target.container, options.clone())
+            .await
+        {
+            Err(e) if e.to_string().contains("is paused") => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            made => {
+                break made.map_err(|e| {
+                    anyhow::anyhow!(
+                        engine.explain("starting a command in the session's container", e)
+                    )
+                })?;
+            }
+        }
+    };
     let started = engine
         .client
         .start_exec(

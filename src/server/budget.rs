@@ -205,8 +205,10 @@ pub async fn run_timer(hub: Arc<Hub>, host: Arc<Host>) {
                     Some(BudgetDue::Exhausted) => {
                         drop(live);
                         tracing::info!(session = %host.id(), "budget exhausted");
+                        // A family may ask for no score at its usage limit.
+                        let score = host.meta.scoring.score_at_budget_end;
                         if let Err(e) = hub
-                            .finish(&host, EndReason::BudgetExhausted, SYSTEM, true)
+                            .finish(&host, EndReason::BudgetExhausted, SYSTEM, score)
                             .await
                         {
                             tracing::error!(session = %host.id(), "ending at budget exhaustion failed: {e}");

@@ -711,6 +711,18 @@ async fn open_shell(
         if live.state.phase() == crate::session::Phase::Ended {
             return Err(OpError::state(format!("session {session} has ended")));
         }
+        // A shell opened now would freeze the session again (its clock is
+        // stopped), and with it, in a container, the scoring run itself.
+        if live
+            .state
+            .open_pause()
+            .is_some_and(|p| p.reason == crate::session::PauseReason::Scoring)
+        {
+            return Err(OpError::new(
+                ErrorCode::Busy,
+                "a score is being taken (the session may be ending); open a shell once it is done",
+            ));
+        }
     }
     let open = host.shells_guard().values().filter(|s| s.alive()).count();
     if open >= MAX_SHELLS_PER_SESSION {

@@ -51,7 +51,6 @@ pub fn call(
         operation,
         FAMILY_DIR,
         family,
-        &separator,
     ));
     let mut child = Command::new(program)
         .args(&args)
@@ -60,7 +59,7 @@ pub fn call(
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("starting {program}: {e}"))?;
-    let body = request.to_string();
+    let body = helper::with_separator(request, &separator).to_string();
     if let Some(mut stdin) = child.stdin.take() {
         // On a thread: a helper that dies early must not block us on a full pipe.
         std::thread::spawn(move || {

@@ -52,7 +52,11 @@ pub fn setup(
         &format!("cp -a {AGENT_HOME_SKELETON}/. /home/agent/ 2>/dev/null || true"),
     )
     .map_err(|e| fail("filling /home/agent", format!("{e:#}")))?;
-    let started = ask(root, task, "start", &env, START_LIMIT).map_err(|e| fail("start", e))?;
+    // start(t), then the instructions (with the manifest's word on
+    // scoring) written to /home/agent/instructions.txt by the helper.
+    let extra = serde_json::json!({"scoring_instructions": task.scoring_instructions});
+    let started =
+        ask(root, task, "start", &env, &extra, START_LIMIT).map_err(|e| fail("start", e))?;
     let instructions = started["instructions"]
         .as_str()
         .unwrap_or_default()
@@ -63,10 +67,6 @@ pub fn setup(
         -o \\( ! -group protected -exec chown -h agent:agent {} + \\) && chown agent:agent /home/agent";
     run_shell(root, hand_over)
         .map_err(|e| fail("handing /home/agent to agent", format!("{e:#}")))?;
-    let written = format!(
-        "cat > /home/agent/instructions.txt <<'REBENCH_INSTRUCTIONS_END'\n{instructions}\nREBENCH_INSTRUCTIONS_END\nchown agent:agent /home/agent/instructions.txt"
-    );
-    run_shell(root, &written).map_err(|e| fail("writing instructions.txt", format!("{e:#}")))?;
     Ok(FamilySession {
         task: task.clone(),
         image: image.tag.clone(),
@@ -81,7 +81,15 @@ pub fn setup(
 /// `teardown(t)`, when the session ends; Err says why it failed.
 pub fn teardown(root: &[String], session: &FamilySession) -> Result<(), String> {
     let env = required_values(&session.required_env)?;
-    ask(root, &session.task, "teardown", &env, START_LIMIT).map(|_| ())
+    ask(
+        root,
+        &session.task,
+        "teardown",
+        &env,
+        &serde_json::json!({}),
+        START_LIMIT,
+    )
+    .map(|_| ())
 }
 
 fn ask(
@@ -89,12 +97,16 @@ fn ask(
     task: &TaskRef,
     operation: &str,
     env: &[(String, String)],
+    extra: &Value,
     limit: Duration,
 ) -> Result<Value, String> {
-    let request = serde_json::json!({
-        "task": task.task,
-        "env": env.iter().cloned().collect::<std::collections::HashMap<_, _>>(),
-    });
+    let mut request = extra.clone();
+    request["task"] = task.task.clone().into();
+    request["env"] = serde_json::json!(
+        env.iter()
+            .cloned()
+            .collect::<std::collections::HashMap<_, _>>()
+    );
     let called = call(root, operation, &task.family, &request, limit)?;
     called.result.map_err(|e| {
         let output = called.output.trim_end();

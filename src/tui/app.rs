@@ -51,6 +51,10 @@ pub enum Overlay {
         shell: u32,
     },
     ConfirmSubmit,
+    /// The answer a task scored from its answer is submitted with.
+    Answer {
+        text: String,
+    },
 }
 
 /// What a request was for, so its reply can be routed.

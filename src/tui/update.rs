@@ -273,6 +273,10 @@ impl App {
                     self.notify("submitting…");
                 } else if self.ended() {
                     self.notify("the session has already ended");
+                } else if self.view.as_ref().is_some_and(|v| v.answer_scored) {
+                    self.overlay = Some(Overlay::Answer {
+                        text: String::new(),
+                    });
                 } else {
                     self.overlay = Some(Overlay::ConfirmSubmit);
                 }
@@ -342,6 +346,22 @@ impl App {
                 }
                 None
             }
+            Overlay::Answer { text } => match edit_line(text, &key) {
+                LineEdit::Editing(text) => Some(Overlay::Answer { text }),
+                LineEdit::Cancel => None,
+                LineEdit::Enter(answer) if answer.is_empty() => {
+                    self.notify_error("type the answer first (Esc: keep working)");
+                    Some(Overlay::Answer { text: answer })
+                }
+                LineEdit::Enter(answer) => {
+                    self.submitting_since_s = Some(self.now_s);
+                    effects.push(self.request(Pending::Submit, |session| Request::Submit {
+                        session,
+                        answer: Some(answer),
+                    }));
+                    None
+                }
+            },
             Overlay::ConfirmSubmit => {
                 if is_plain(&key, 'y') {
                     self.submitting_since_s = Some(self.now_s);
@@ -377,40 +397,27 @@ impl App {
 
     fn note_key(
         &mut self,
-        mut text: String,
+        text: String,
         key: KeyEvent,
         effects: &mut Vec<Effect>,
     ) -> Option<Overlay> {
-        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
-        match key.code {
-            KeyCode::Esc => return None,
-            KeyCode::Char('c') if ctrl => return None,
-            KeyCode::Enter => {
-                let text = text.trim().to_string();
+        match edit_line(text, &key) {
+            LineEdit::Editing(text) => Some(Overlay::Note { text }),
+            LineEdit::Cancel => None,
+            LineEdit::Enter(text) => {
                 if !text.is_empty() {
                     effects.push(
                         self.request(Pending::Note, |session| Request::Note { session, text }),
                     );
                 }
-                return None;
+                None
             }
-            KeyCode::Backspace => {
-                text.pop();
-            }
-            KeyCode::Char('u') if ctrl => text.clear(),
-            KeyCode::Char('w') if ctrl => {
-                let keep = text.trim_end().rfind(' ').map(|i| i + 1).unwrap_or(0);
-                text.truncate(keep);
-            }
-            KeyCode::Char(c) if !ctrl && text.chars().count() < NOTE_MAX_CHARS => text.push(c),
-            _ => {}
         }
-        Some(Overlay::Note { text })
     }
 
     fn on_paste(&mut self, text: &str, effects: &mut Vec<Effect>) {
         match &mut self.overlay {
-            Some(Overlay::Note { text: note }) => {
+            Some(Overlay::Note { text: note } | Overlay::Answer { text: note }) => {
                 let room = NOTE_MAX_CHARS.saturating_sub(note.chars().count());
                 note.extend(
                     text.chars()
@@ -534,4 +541,32 @@ pub fn key_label(key: &KeyEvent) -> String {
         other => s.push_str(&format!("{other:?}")),
     }
     s
+}
+
+/// What a key did to a one-line text input (a note, an answer).
+enum LineEdit {
+    Editing(String),
+    Cancel,
+    /// Enter: the text, trimmed.
+    Enter(String),
+}
+
+fn edit_line(mut text: String, key: &KeyEvent) -> LineEdit {
+    let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+    match key.code {
+        KeyCode::Esc => return LineEdit::Cancel,
+        KeyCode::Char('c') if ctrl => return LineEdit::Cancel,
+        KeyCode::Enter => return LineEdit::Enter(text.trim().to_string()),
+        KeyCode::Backspace => {
+            text.pop();
+        }
+        KeyCode::Char('u') if ctrl => text.clear(),
+        KeyCode::Char('w') if ctrl => {
+            let keep = text.trim_end().rfind(' ').map(|i| i + 1).unwrap_or(0);
+            text.truncate(keep);
+        }
+        KeyCode::Char(c) if !ctrl && text.chars().count() < NOTE_MAX_CHARS => text.push(c),
+        _ => {}
+    }
+    LineEdit::Editing(text)
 }

@@ -13,18 +13,24 @@ pub const SOURCE: &str = include_str!("../../../assets/taskhelper.py");
 /// Where family images hold the helper.
 pub const IMAGE_PATH: &str = "/opt/rebench/taskhelper.py";
 
-/// The helper's argv after the interpreter.
-pub fn args(
-    helper: &str,
-    operation: &str,
-    family_dir: &str,
-    family: &str,
-    separator: &str,
-) -> Vec<String> {
-    [helper, operation, family_dir, family, separator]
+/// The helper's argv after the interpreter. The separator goes in the
+/// request on stdin ([`with_separator`]), never here: a command line is
+/// readable by every user of the machine, the participant included.
+pub fn args(helper: &str, operation: &str, family_dir: &str, family: &str) -> Vec<String> {
+    [helper, operation, family_dir, family]
         .iter()
         .map(|s| s.to_string())
         .collect()
+}
+
+/// `request` with the call's separator in it.
+pub fn with_separator(request: &Value, separator: &str) -> Value {
+    let mut request = match request {
+        Value::Object(_) => request.clone(),
+        _ => Value::Object(Default::default()),
+    };
+    request["separator"] = separator.into();
+    request
 }
 
 /// A fresh separator: the family cannot guess it ahead of the call.
@@ -60,10 +66,13 @@ impl std::fmt::Display for CallError {
 /// The result object from the helper's stdout: the last text between two
 /// `separator` lines.
 pub fn parse(stdout: &str, stderr: &str, separator: &str) -> Result<Value, CallError> {
+    // What follows the last separator (a process the family started that
+    // prints late) is not the result; it cannot hold the separator, which
+    // only the helper's stdin carried.
     let mut parts = stdout.rsplit(separator);
-    let after = parts.next();
+    let _after = parts.next();
     let inside = parts.next();
-    let (Some(after), Some(inside)) = (after, inside) else {
+    let Some(inside) = inside else {
         let tail: String = format!("{stdout}{stderr}")
             .lines()
             .rev()
@@ -79,9 +88,6 @@ pub fn parse(stdout: &str, stderr: &str, separator: &str) -> Result<Value, CallE
             format!("its output ended with:\n{tail}")
         }));
     };
-    if !after.trim().is_empty() {
-        return Err(CallError::NoResult("output after its result".into()));
-    }
     let value: Value = serde_json::from_str(inside.trim())
         .map_err(|e| CallError::NoResult(format!("its result is not JSON: {e}")))?;
     if let Some(error) = value.get("error") {

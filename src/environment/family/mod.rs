@@ -42,6 +42,10 @@ pub struct TaskRef {
     pub task: String,
     /// sha256 (hex) over every file of the family folder.
     pub content_hash: String,
+    /// The manifest's `scoring.instructions` (how the task is scored),
+    /// given to the participant after the task's own instructions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scoring_instructions: Option<String>,
 }
 
 /// A family folder, read.
@@ -214,8 +218,11 @@ impl Family {
                 family: self.name.clone(),
                 task: task.to_string(),
                 content_hash: self.content_hash.clone(),
+                scoring_instructions: task_manifest.scoring.instructions.clone(),
             }),
             normalized,
+            // The standard's default is no score at the limit.
+            score_at_budget_end: task_manifest.scoring.score_on_usage_limits.unwrap_or(false),
         })
     }
 

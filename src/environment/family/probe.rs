@@ -15,7 +15,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `get_tasks()`'s names, sorted; Err says why (with the family's traceback).
 pub fn task_names(dir: &Path, family: &str) -> Result<Vec<String>, String> {
-    let value = describe(dir, family)?;
+    let value = describe(dir, family, None)?;
     let names = value["tasks"]
         .as_array()
         .map(|a| {
@@ -27,8 +27,8 @@ pub fn task_names(dir: &Path, family: &str) -> Result<Vec<String>, String> {
     Ok(names)
 }
 
-/// The helper's `describe` of the family (no task), run here.
-pub fn describe(dir: &Path, family: &str) -> Result<serde_json::Value, String> {
+/// The helper's `describe` of the family (and of `task`), run here.
+pub fn describe(dir: &Path, family: &str, task: Option<&str>) -> Result<serde_json::Value, String> {
     let scratch = tempfile::tempdir().map_err(|e| format!("a scratch folder: {e}"))?;
     let script = scratch.path().join("taskhelper.py");
     std::fs::write(&script, helper::SOURCE).map_err(|e| format!("writing the helper: {e}"))?;
@@ -39,7 +39,6 @@ pub fn describe(dir: &Path, family: &str) -> Result<serde_json::Value, String> {
             "describe",
             &dir.to_string_lossy(),
             family,
-            &separator,
         ))
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .stdin(Stdio::piped())
@@ -48,7 +47,8 @@ pub fn describe(dir: &Path, family: &str) -> Result<serde_json::Value, String> {
         .spawn()
         .map_err(|e| format!("running python3 to ask the family for its tasks: {e}"))?;
     if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(b"{}");
+        let request = helper::with_separator(&serde_json::json!({ "task": task }), &separator);
+        let _ = stdin.write_all(request.to_string().as_bytes());
     }
     // Read while it runs (a chatty family would fill the pipe), with a limit.
     let pid = child.id() as i32;

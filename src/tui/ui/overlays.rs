@@ -25,7 +25,22 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
     match overlay {
         Overlay::Help => draw_help(app, frame, area),
         Overlay::Instructions { scroll } => draw_instructions(app, *scroll, frame, area),
-        Overlay::Note { text } => draw_note(app, text, frame, area),
+        Overlay::Note { text } => draw_line_input(
+            app,
+            " Note — recorded in the session log ",
+            text,
+            ("Enter", "save"),
+            frame,
+            area,
+        ),
+        Overlay::Answer { text } => draw_line_input(
+            app,
+            " Your answer — Enter submits it and ends the session ",
+            text,
+            ("Enter", "submit"),
+            frame,
+            area,
+        ),
         Overlay::PauseChoice => draw_pause_choice(app, frame, area),
         Overlay::ConfirmClose { shell } => {
             let lines = vec![
@@ -238,7 +253,14 @@ fn draw_instructions(app: &App, scroll: u16, frame: &mut Frame, area: Rect) {
     );
 }
 
-fn draw_note(app: &App, text: &str, frame: &mut Frame, area: Rect) {
+fn draw_line_input(
+    app: &App,
+    title: &str,
+    text: &str,
+    enter: (&str, &str),
+    frame: &mut Frame,
+    area: Rect,
+) {
     let theme = &app.theme;
     let width = area.width.saturating_sub(8).min(90);
     let rect = Rect {
@@ -255,14 +277,12 @@ fn draw_note(app: &App, text: &str, frame: &mut Frame, area: Rect) {
     let lines = vec![
         Line::from(vec![Span::raw(shown.clone())]),
         Line::raw(""),
-        keys_line(theme, &[("Enter", "save"), ("Esc", "cancel")]),
+        keys_line(theme, &[enter, ("Esc", "cancel")]),
     ];
     frame.render_widget(Clear, rect);
     frame.render_widget(
-        Paragraph::new(lines).block(
-            boxed(theme, " Note — recorded in the session log ")
-                .padding(ratatui::widgets::Padding::horizontal(1)),
-        ),
+        Paragraph::new(lines)
+            .block(boxed(theme, title).padding(ratatui::widgets::Padding::horizontal(1))),
         rect,
     );
     let x = rect.x + 2 + shown.chars().count() as u16;
