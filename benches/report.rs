@@ -80,6 +80,7 @@ fn generated_run(index: usize, rng: &mut StdRng) -> Run {
             tokens_in: 1_000_000,
             tokens_out: 100_000,
         },
+        unnormalized: false,
     }
 }
 
