@@ -555,3 +555,98 @@ forged
     let final_score = server.show(&id).await.final_score.expect("a final score");
     assert_eq!(final_score.raw, 0.25);
 }
+
+/// The budget's end takes a final score only where the manifest says
+/// `score_on_usage_limits: true`; a NaN answer is invalid; the operator's
+/// starting and reference from `env add` normalize a family's scores;
+/// `env prepare` builds the image ahead; agents run family tasks too.
+#[tokio::test]
+async fn usage_limits_nan_and_the_operators_normalization() {
+    if !docker_works("the Task Standard tests") {
+        return;
+    }
+    let server = server();
+    let new = |task: &str, extra: &[&str]| {
+        let mut args = vec!["new", task, "--participant", "p", "--json"];
+        args.extend_from_slice(extra);
+        let id = ok(&server.cli(&args))["id"].as_str().unwrap().to_string();
+        ok(&server.cli(&["begin", &id, "--json"]));
+        id
+    };
+    let scored = families().join("scored_log/main");
+    let answer = families().join("answer_only/easy");
+    let limited = new(
+        scored.to_str().unwrap(),
+        &["--budget", "6s", "--kind", "agent"],
+    );
+    let unscored = new(answer.to_str().unwrap(), &["--budget", "3s"]);
+    server.exec(&limited, "echo 6 > solution.txt").await;
+    let mut views = Vec::new();
+    for id in [&limited, &unscored] {
+        let mut view = server.show(id).await;
+        for _ in 0..300 {
+            if view.state == "ended" {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            view = server.show(id).await;
+        }
+        assert_eq!(
+            view.end_reason.as_deref(),
+            Some("budget_exhausted"),
+            "{view:?}"
+        );
+        views.push(view);
+    }
+    let scores = views[0].scores.clone().unwrap();
+    assert_eq!(views[0].kind, "agent");
+    assert_eq!(
+        scores.last().unwrap().phase,
+        "final",
+        "score_on_usage_limits: true"
+    );
+    assert_eq!(
+        views[0].final_score.map(|f| f.raw),
+        Some(0.5),
+        "1/(1+|6-7|)"
+    );
+    assert!(
+        views[1].scores.clone().unwrap().is_empty(),
+        "no manifest: no score at the limit"
+    );
+
+    let nan = new(families().join("answer_only/nan").to_str().unwrap(), &[]);
+    ok(&server.cli(&["submit", &nan, "--answer", "x", "--json"]));
+    let entry = server.show(&nan).await.scores.unwrap()[0].clone();
+    assert_eq!(entry.valid, Some(false));
+    assert!(entry.message.contains("NaN"), "{entry:?}");
+
+    // The operator's normalization, given at env add.
+    let (_tmp, dir) = temp_family("graded", MINIMAL);
+    ok(&server.cli(&[
+        "env",
+        "add",
+        dir.to_str().unwrap(),
+        "--starting",
+        "0",
+        "--reference",
+        "2",
+        "--json",
+    ]));
+    let prepared = ok(&server.cli(&["env", "prepare", "graded/t", "--json"]));
+    assert!(
+        prepared["image"]
+            .as_str()
+            .unwrap()
+            .starts_with("rebench-family-graded:"),
+        "{prepared}"
+    );
+    let graded = new("graded/t", &[]);
+    ok(&server.cli(&["submit", &graded, "--answer", "any", "--json"]));
+    let view = server.show(&graded).await;
+    assert!(!view.unnormalized);
+    assert_eq!(
+        view.final_score.map(|f| (f.raw, f.normalized)),
+        Some((1.0, 0.5))
+    );
+}

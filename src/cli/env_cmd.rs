@@ -154,7 +154,12 @@ pub fn run(command: EnvCommand, paths: &DataPaths, json: bool) -> anyhow::Result
                 }
                 return Ok(0);
             }
-            let mut out = std::io::stdout();
+            // Progress goes to stderr when stdout carries JSON.
+            let mut out: Box<dyn std::io::Write> = if json {
+                Box::new(std::io::stderr())
+            } else {
+                Box::new(std::io::stdout())
+            };
             let prepared = prepare::prepare(&env, profile.as_deref(), &paths.root, &mut out)?;
             if json {
                 println!("{}", serde_json::to_string(&prepared)?);
@@ -204,7 +209,19 @@ fn show(env: &Environment, json: bool) -> anyhow::Result<()> {
     let m = &env.manifest;
     println!("{} — {}\n{}\n", m.id, m.title, m.summary);
     println!("folder        {}", env.dir.display());
-    println!("instructions  {}", env.instructions_path().display());
+    match &env.family {
+        Some(task) => {
+            println!(
+                "instructions  the family's get_instructions(t), given when a session is set up"
+            );
+            println!(
+                "image         {} (built by `rebench env prepare {}`, else at the first session)",
+                crate::taskstd::image::tag(&family::open(&task.entry)?),
+                m.id
+            );
+        }
+        None => println!("instructions  {}", env.instructions_path().display()),
+    }
     println!(
         "budget        {} (presets {})",
         m.budget.default,
@@ -226,11 +243,23 @@ fn show(env: &Environment, json: bool) -> anyhow::Result<()> {
             format!("MISSING here: {}", missing.join("; "))
         }
     );
-    println!(
-        "scoring       {} ({}), {:?} of the log, visible: {}",
-        m.scoring.metric.name, m.scoring.metric.unit, m.scoring.aggregate, m.scoring.visible
-    );
-    for plan in &plans {
+    if env.family.is_some() {
+        println!(
+            "scoring       the family's own (intermediate_score and aggregate_scores, or score(t, answer)), visible: {}",
+            m.scoring.visible
+        );
+    } else {
+        println!(
+            "scoring       {} ({}), {:?} of the log, visible: {}",
+            m.scoring.metric.name, m.scoring.metric.unit, m.scoring.aggregate, m.scoring.visible
+        );
+    }
+    if !env.normalized {
+        println!(
+            "  raw scores: no starting and reference given (rebench.toml or `env add --starting … --reference …`)"
+        );
+    }
+    for plan in plans.iter().filter(|_| env.normalized) {
         println!(
             "  profile {:<8} starting {} → reference {} ({}), timeout {}",
             plan.profile.as_deref().unwrap_or("(base)"),
@@ -513,7 +542,7 @@ fn prepare_family(task: &family::TaskRef) -> anyhow::Result<String> {
         .enable_all()
         .build()?;
     let image = runtime.block_on(crate::taskstd::image::ensure(&engine, &family, &|line| {
-        println!("{line}")
+        eprintln!("{line}")
     }))?;
     if let Some(refusal) = image.refusal(&task.task) {
         anyhow::bail!("{}/{}: {refusal}", task.family, task.task);

@@ -95,6 +95,7 @@ pub async fn ensure(
     progress: &(dyn Fn(&str) + Sync),
 ) -> anyhow::Result<FamilyImage> {
     let tag = tag(family);
+    let _building = crate::sandbox::docker::build_lock(engine, &tag).await;
     if let Ok(image) = engine.client.inspect_image(&tag).await {
         let info = image
             .config

@@ -48,6 +48,10 @@ pub async fn ensure_base_image(
     if engine.client.inspect_image(&tag).await.is_ok() {
         return Ok(tag);
     }
+    let _building = super::build_lock(engine, &tag).await;
+    if engine.client.inspect_image(&tag).await.is_ok() {
+        return Ok(tag);
+    }
     progress(&format!(
         "building the base image {tag} on Docker host {} (Debian {SUITE} from {}; a few minutes, once per host)",
         engine.name,

@@ -108,6 +108,23 @@ impl Engine {
     }
 }
 
+/// Held while an image is built, one per (engine, tag) in this process:
+/// sessions asking at once for an image that is not there yet wait for
+/// the one build instead of each starting their own.
+pub async fn build_lock(engine: &Engine, tag: &str) -> tokio::sync::OwnedMutexGuard<()> {
+    static BUILDS: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
+    > = std::sync::OnceLock::new();
+    let lock = BUILDS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(format!("{} {tag}", engine.endpoint))
+        .or_default()
+        .clone();
+    lock.lock_owned().await
+}
+
 /// Runs an engine call to completion from blocking code: on a runtime's
 /// worker thread (it steps aside for the wait), on a blocking-pool thread,
 /// or with no runtime at all (a runtime of its own).

@@ -127,10 +127,14 @@ fn draw_summary(
         ]));
     }
     lines.push(Line::styled(
-        format!(
-            "{} ({}), aggregate: {}",
-            view.metric, view.unit, view.aggregate
-        ),
+        match (view.answer_scored, view.unit.is_empty()) {
+            (true, _) => "scored from your answer when you submit".to_string(),
+            (false, true) => format!("{}, aggregate: {}", view.metric, view.aggregate),
+            (false, false) => format!(
+                "{} ({}), aggregate: {}",
+                view.metric, view.unit, view.aggregate
+            ),
+        },
         theme.dim(),
     ));
     match app.scoring_since_s {
