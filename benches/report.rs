@@ -81,6 +81,8 @@ fn generated_run(index: usize, rng: &mut StdRng) -> Run {
             tokens_out: 100_000,
         },
         unnormalized: false,
+        extended_s: 0.0,
+        version: String::new(),
     }
 }
 
@@ -92,6 +94,7 @@ fn main() {
         resamples: RESAMPLES,
         budgets_s: vec![2.0 * H, 8.0 * H, 32.0 * H],
         human_rate_usd_per_hour: 100.0,
+        human_run_length_s: rebench::report::best_of_k::HUMAN_RUN_CAP_S,
     };
     let started = Instant::now();
     let report = build_report(&runs, &options);

@@ -277,3 +277,25 @@ fn train_py_enforces_the_cap_and_check_answer_agrees_with_the_scorer() {
     assert_eq!(code, Some(1));
     assert!(stdout.contains("over 1.1x the target"), "{stdout}");
 }
+
+/// The scorer reads only `answer.json`, the file the instructions name: a
+/// file named like the reference's per-profile answers is not a second,
+/// hidden way in (issue 19).
+#[test]
+fn only_answer_json_is_read() {
+    let Some(ready) = prepared() else { return };
+    let env = environment();
+    let plan = smoke_plan(&env);
+    let (_tmp, ws) = session_workspace(&env, ready, false);
+    std::fs::remove_file(ws.join("answer.json")).unwrap();
+    let good = env.reference_dir().unwrap().join("answer.smoke.json");
+    std::fs::copy(&good, ws.join("answer.smoke.json")).unwrap();
+    let hashes = protected::hash_files(&ws, &plan.protected).unwrap();
+    let outcome = score(&plan, ready, &ws, &hashes);
+    assert!(!outcome.valid, "{outcome:#?}");
+    assert!(
+        outcome.message.contains("answer.json not found"),
+        "{}",
+        outcome.message
+    );
+}

@@ -40,6 +40,7 @@ fn options() -> ReportOptions {
         resamples: 2000,
         budgets_s: vec![2.0 * H, 8.0 * H, 32.0 * H],
         human_rate_usd_per_hour: 0.0,
+        human_run_length_s: rebench::report::best_of_k::HUMAN_RUN_CAP_S,
     }
 }
 
@@ -595,4 +596,165 @@ async fn run_reads_export_files_and_writes_a_plot() {
         assert!(svg.contains(text), "the plot lacks {text:?}");
     }
     assert!(!svg.contains("NaN"));
+}
+
+/// Issue 19: runs a proctor ended can be left out (and the report says how
+/// many were), an extended run is compared at its original budget, and
+/// short human test sessions never make up a 32-hour human budget.
+#[test]
+fn end_filters_extensions_and_the_human_run_length() {
+    let mut records = load_export_files(&fixture_files("baseline")).unwrap();
+    for record in &mut records {
+        let view = &mut record.view;
+        match view.id.as_str() {
+            // Disqualified by the proctor.
+            "h2" => view.end_reason = Some("ended_by_proctor".into()),
+            // Given 45 more minutes: still an 8-hour run for the comparison.
+            "h1" => {
+                view.budget_s += 2700.0;
+                view.extensions.push(rebench::protocol::ExtensionView {
+                    at: view.started_at.unwrap(),
+                    by_s: 2700.0,
+                    reason: "power cut".into(),
+                    by: "proctor".into(),
+                });
+            }
+            _ => {}
+        }
+    }
+    let all = report_from_records(&records, &RunFilter::default(), &options()).unwrap();
+    assert_eq!(all.runs, 7);
+    assert!(
+        all.notes
+            .iter()
+            .any(|n| n == "1 run(s) extended, 45m in all: compared at their original budgets"),
+        "{:?}",
+        all.notes
+    );
+    let lengths: Vec<f64> = all
+        .best_of_k
+        .iter()
+        .flat_map(|row| row.splits.iter().map(|s| s.run_length_s))
+        .collect();
+    assert!(
+        lengths
+            .iter()
+            .all(|l| *l == 2.0 * H || *l == 8.0 * H || *l == 32.0 * H),
+        "an extended budget made a column: {lengths:?}"
+    );
+
+    let without = report_from_records(
+        &records,
+        &RunFilter {
+            exclude_ended_by_proctor: true,
+            ..RunFilter::default()
+        },
+        &options(),
+    )
+    .unwrap();
+    assert_eq!(without.runs, 6);
+    assert!(
+        without
+            .notes
+            .contains(&"EXCLUDED by how they ended: 1 run(s) (ended_by_proctor: 1)".to_string()),
+        "{:?}",
+        without.notes
+    );
+    let submitted = report_from_records(
+        &records,
+        &RunFilter {
+            end_reasons: vec!["submitted".into()],
+            ..RunFilter::default()
+        },
+        &options(),
+    )
+    .unwrap();
+    assert!(
+        submitted
+            .notes
+            .iter()
+            .any(|n| n.starts_with("EXCLUDED by how they ended:")
+                && n.contains("ended_by_proctor: 1")),
+        "{:?}",
+        submitted.notes
+    );
+
+    // Half-hour human test sessions: a 32-hour human budget is the best of
+    // four 8-hour runs or nothing, never 64 half-hour ones.
+    for record in &mut records {
+        if record.view.kind == "human" {
+            record.view.budget_s = 1800.0;
+        }
+    }
+    let short = report_from_records(&records, &RunFilter::default(), &options()).unwrap();
+    let human_32h = short
+        .best_of_k
+        .iter()
+        .find(|r| r.kind == RunKind::Human && r.budget_s == 32.0 * H)
+        .unwrap();
+    assert!(
+        human_32h
+            .splits
+            .iter()
+            .all(|s| s.run_length_s == 8.0 * H && s.k == 4),
+        "{:?}",
+        human_32h.splits
+    );
+}
+
+/// Issue 19: runs of another version of an environment (its manifest
+/// changed) are not compared with the rest unless asked, and the report
+/// says so either way.
+#[test]
+fn runs_of_other_versions_are_left_out_unless_pooled() {
+    let mut records = load_export_files(&fixture_files("baseline")).unwrap();
+    for record in &mut records {
+        record.view.manifest_hash = if record.view.id == "a2" {
+            "bbbbbbbbbbbbbbbbbbbbbbbb".into()
+        } else {
+            "aaaaaaaaaaaaaaaaaaaaaaaa".into()
+        };
+    }
+    let strict = report_from_records(&records, &RunFilter::default(), &options()).unwrap();
+    assert_eq!(strict.runs, 6, "a2 ran another version of kernel");
+    assert!(
+        strict.notes.iter().any(|n| n
+            .starts_with("VERSIONS: kernel has runs of 2 versions; 1 run(s)")
+            && n.contains("aaaaaaaaaaaa")),
+        "{:?}",
+        strict.notes
+    );
+    let pooled = report_from_records(
+        &records,
+        &RunFilter {
+            any_version: true,
+            ..RunFilter::default()
+        },
+        &options(),
+    )
+    .unwrap();
+    assert_eq!(pooled.runs, 7);
+    assert!(
+        pooled
+            .notes
+            .iter()
+            .any(|n| n.contains("pooled (--any-version)"))
+    );
+}
+
+/// Issue 19: every point of score over time says how many runs it stands
+/// on, so a mean that moves because runs dropped out shows it.
+#[test]
+fn score_over_time_shows_its_run_counts() {
+    let report = baseline();
+    let text = render(&report, Format::Table);
+    let agents_kernel = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("agent") && l.contains("kernel") && l.contains(" n="))
+        .expect("the agents' kernel row of score over time");
+    // a4's budget is 2 h: three runs up to 2 h, two after.
+    assert!(
+        agents_kernel.contains("n=3") && agents_kernel.contains("n=2"),
+        "{agents_kernel}"
+    );
 }

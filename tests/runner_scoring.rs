@@ -271,3 +271,26 @@ async fn a_profile_can_bring_its_own_transform() {
         "{entry:?}"
     );
 }
+
+/// Issue 19: entries that all clip to 0 are not a tie the starting
+/// solution wins: the better raw value counts (here the lower runtime),
+/// in the server's final score and in what every client is told to show.
+#[tokio::test]
+async fn ties_at_zero_go_to_the_better_raw_value() {
+    let (_env_dir, env) = fixture_env(|t| t);
+    std::fs::write(env.join("workspace/value"), "5.02").unwrap();
+    let server = TestServer::start();
+    let session = server.create_running(&env, Some(3600)).await;
+    for value in [6.0, 4.9, 5.5] {
+        let entry = score_with(&server, &session, "ok", value).await;
+        assert_eq!(entry.normalized, Some(0.0), "{entry:?}");
+    }
+    let view = server.show(&session.id).await;
+    assert!(view.lower_is_better);
+    let fin = view.final_score.unwrap();
+    assert_eq!(
+        (fin.raw, fin.normalized),
+        (4.9, 0.0),
+        "not the starting 5.02"
+    );
+}

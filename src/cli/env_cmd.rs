@@ -406,7 +406,7 @@ async fn calibrate(
         Some(reference_dir) => {
             let reference_ws = temp.join("reference");
             files::assemble_workspace(&env.workspace_dir(), Some(&prepared.dir), &reference_ws)?;
-            files::overlay(&reference_dir, &reference_ws)
+            files::overlay_reference(&reference_dir, &reference_ws, plan.profile.as_deref())
                 .context("laying the reference solution over the workspace")?;
             scorer.measure(&reference_ws, runs, "reference", json).await
         }

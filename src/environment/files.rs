@@ -3,7 +3,7 @@
 
 use std::fs;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Recursively copies `src` into `dst`, keeping file modes and symlinks.
 /// `dst` must not exist or be an empty directory, so a session never starts
@@ -49,6 +49,54 @@ pub fn assemble_workspace(
         overlay(&extra, dst)?;
     }
     Ok(())
+}
+
+/// Lays the reference solution (`reference/`) over a workspace for
+/// `profile`: every file, then each per-profile variant `<stem>.<profile>.<ext>`
+/// in place of `<stem>.<ext>` (an answer that depends on the profile's
+/// scale), the variant's own copy removed. Scorers read only the names the
+/// instructions give; the variants reach them only this way.
+pub fn overlay_reference(reference: &Path, dst: &Path, profile: Option<&str>) -> io::Result<()> {
+    overlay(reference, dst)?;
+    let Some(profile) = profile else {
+        return Ok(());
+    };
+    let marker = format!(".{profile}");
+    for rel in relative_files(reference)? {
+        let Some(name) = rel.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let plain = match name.split_once('.') {
+            Some((stem, rest)) if format!(".{rest}").starts_with(&marker) => {
+                let ext = &rest[profile.len()..];
+                if !(ext.is_empty() || ext.starts_with('.')) {
+                    continue;
+                }
+                format!("{stem}{ext}")
+            }
+            _ => continue,
+        };
+        let variant = dst.join(&rel);
+        fs::copy(&variant, variant.with_file_name(plain))?;
+        fs::remove_file(&variant)?;
+    }
+    Ok(())
+}
+
+fn relative_files(root: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(rel) = path.strip_prefix(root) {
+                out.push(rel.to_path_buf());
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Copies every file under `src` onto `dst`, creating folders as needed and
@@ -117,6 +165,31 @@ mod tests {
 
     fn mode(path: &Path) -> u32 {
         fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn a_reference_variant_takes_the_plain_name_under_its_profile() {
+        let tmp = tempfile::tempdir().unwrap();
+        let reference = tmp.path().join("reference");
+        write(&reference.join("answer.json"), "base");
+        write(&reference.join("answer.smoke.json"), "smoke");
+        write(&reference.join("sub/model.smoke"), "smoke-model");
+        write(&reference.join("notes.smokey.txt"), "not a variant");
+        let ws = tmp.path().join("ws");
+        overlay_reference(&reference, &ws, Some("smoke")).unwrap();
+        assert_eq!(fs::read_to_string(ws.join("answer.json")).unwrap(), "smoke");
+        assert!(!ws.join("answer.smoke.json").exists());
+        assert_eq!(
+            fs::read_to_string(ws.join("sub/model")).unwrap(),
+            "smoke-model"
+        );
+        assert!(ws.join("notes.smokey.txt").exists());
+        let full = tmp.path().join("full");
+        overlay_reference(&reference, &full, Some("full")).unwrap();
+        assert_eq!(
+            fs::read_to_string(full.join("answer.json")).unwrap(),
+            "base"
+        );
     }
 
     #[test]

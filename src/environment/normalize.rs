@@ -93,6 +93,18 @@ pub struct Normalizer {
 }
 
 impl Normalizer {
+    /// Whether a lower raw value is the better one (the reference is below
+    /// the starting solution under the transform: runtimes, losses).
+    pub fn lower_is_better(&self) -> bool {
+        match (
+            self.transform.apply(self.reference),
+            self.transform.apply(self.starting),
+        ) {
+            (Some(r), Some(s)) => r < s,
+            _ => false,
+        }
+    }
+
     /// `(T(y) - T(s)) / (T(r) - T(s))`, clipped below at 0 but not above, so
     /// beating the reference shows as > 1. Lower-is-better metrics need no flag:
     /// the denominator is then negative.
@@ -144,17 +156,36 @@ impl FromStr for Aggregate {
 }
 
 /// Picks the final `(raw, normalized)` from valid entries in submission order:
-/// `Best` = highest normalized (earliest on ties), `Last` = the last one.
-pub fn aggregate(agg: Aggregate, valid_in_order: &[(f64, f64)]) -> Option<(f64, f64)> {
+/// `Last` = the last one; `Best` = the highest normalized, ties (several
+/// entries clipped to 0, say) going to the better raw value (lower when
+/// `lower_is_better`), then to the later entry.
+pub fn aggregate(
+    agg: Aggregate,
+    valid_in_order: &[(f64, f64)],
+    lower_is_better: bool,
+) -> Option<(f64, f64)> {
     match agg {
         Aggregate::Last => valid_in_order.last().copied(),
         Aggregate::Best => valid_in_order
             .iter()
             .copied()
             .fold(None, |best, entry| match best {
-                Some(b) if b.1 >= entry.1 => Some(b),
+                Some(b) if !beats(entry, b, lower_is_better) => Some(b),
                 _ => Some(entry),
             }),
+    }
+}
+
+/// Whether `entry` (later) takes the best place from `best`: a higher
+/// normalized score, or the same with a raw value at least as good.
+pub fn beats(entry: (f64, f64), best: (f64, f64), lower_is_better: bool) -> bool {
+    if entry.1 != best.1 {
+        return entry.1 > best.1;
+    }
+    if lower_is_better {
+        entry.0 <= best.0
+    } else {
+        entry.0 >= best.0
     }
 }
 
@@ -302,10 +333,42 @@ mod tests {
     #[test]
     fn aggregate_best_and_last() {
         let entries = [(4.0, 0.2), (2.0, 0.9), (3.0, 0.5), (1.9, 0.9), (5.0, 0.0)];
-        assert_eq!(aggregate(Aggregate::Best, &entries), Some((2.0, 0.9)));
-        assert_eq!(aggregate(Aggregate::Last, &entries), Some((5.0, 0.0)));
-        assert_eq!(aggregate(Aggregate::Best, &[]), None);
-        assert_eq!(aggregate(Aggregate::Last, &[]), None);
-        assert_eq!(aggregate(Aggregate::Best, &[(1.0, 0.0)]), Some((1.0, 0.0)));
+        assert_eq!(
+            aggregate(Aggregate::Best, &entries, false),
+            Some((2.0, 0.9))
+        );
+        assert_eq!(
+            aggregate(Aggregate::Last, &entries, false),
+            Some((5.0, 0.0))
+        );
+        assert_eq!(aggregate(Aggregate::Best, &[], false), None);
+        assert_eq!(aggregate(Aggregate::Last, &[], false), None);
+        assert_eq!(
+            aggregate(Aggregate::Best, &[(1.0, 0.0)], false),
+            Some((1.0, 0.0))
+        );
+    }
+
+    #[test]
+    fn ties_go_to_the_better_raw_value_then_the_later_entry() {
+        // Both clip to 0: the faster run is the one that counts.
+        let clipped = [(5.02, 0.0), (2.87, 0.0), (3.5, 0.0)];
+        assert_eq!(
+            aggregate(Aggregate::Best, &clipped, true),
+            Some((2.87, 0.0))
+        );
+        assert_eq!(
+            aggregate(Aggregate::Best, &clipped, false),
+            Some((5.02, 0.0))
+        );
+        let same = [(1.0, 0.5), (1.0, 0.5)];
+        assert!(beats(same[1], same[0], true) && beats(same[1], same[0], false));
+        assert!(kernel().lower_is_better());
+        let accuracy = Normalizer {
+            transform: Transform::Identity,
+            starting: 0.1,
+            reference: 0.9,
+        };
+        assert!(!accuracy.lower_is_better());
     }
 }

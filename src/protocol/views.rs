@@ -166,6 +166,15 @@ pub struct SessionView {
     /// starting and reference scores): `normalized` repeats `raw`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unnormalized: bool,
+    /// sha256 of the environment's definition the session was made with
+    /// (its manifest; a family's whole folder): runs of different versions
+    /// are not compared by default. Empty from an older server.
+    #[serde(default)]
+    pub manifest_hash: String,
+    /// Whether a lower raw value is better (runtimes, losses): ties of the
+    /// normalized score go to the better raw value.
+    #[serde(default)]
+    pub lower_is_better: bool,
     /// Omitted in `sessions` listings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scores: Option<Vec<ScoreView>>,
@@ -184,7 +193,13 @@ impl SessionView {
         let visible = meta.scoring.visible;
         let show_values = visible || audience == Audience::Admin;
         let final_score = show_values
-            .then(|| aggregate(meta.scoring.aggregate, &state.valid_scores()))
+            .then(|| {
+                aggregate(
+                    meta.scoring.aggregate,
+                    &state.valid_scores(),
+                    meta.scoring.normalizer.lower_is_better(),
+                )
+            })
             .flatten()
             .map(|(raw, normalized)| FinalScore { raw, normalized });
         SessionView {
@@ -257,6 +272,8 @@ impl SessionView {
             sandbox_warning: meta.sandbox_warning.clone(),
             answer_scored: !meta.scoring.intermediate,
             unnormalized: meta.scoring.unnormalized,
+            lower_is_better: meta.scoring.normalizer.lower_is_better(),
+            manifest_hash: meta.manifest_hash.clone(),
             scores: with_scores.then(|| {
                 state
                     .scores

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::best_of_k::{HUMAN_RUN_CAP_S, Split, candidate_splits};
+use super::best_of_k::{Split, candidate_splits};
 use super::bootstrap::{BootstrapOutcome, Column, Sampled, Statistic, Stratum, run_bootstrap};
 use super::model::*;
 use super::runs::{Run, RunKind};
@@ -17,6 +17,9 @@ pub struct ReportOptions {
     pub resamples: usize,
     pub budgets_s: Vec<f64>,
     pub human_rate_usd_per_hour: f64,
+    /// The standard length of a human run: larger human budgets are
+    /// best-of-k over runs of this length.
+    pub human_run_length_s: f64,
 }
 
 /// "Matched the reference" allows for rounding in the normalization.
@@ -99,6 +102,17 @@ fn notes(runs: &[Run], kinds: &[KindAnalysis]) -> Vec<String> {
             list.join(", ")
         ));
     }
+    let extended: Vec<&Run> = runs.iter().filter(|r| r.extended_s > 0.0).collect();
+    if !extended.is_empty() {
+        let total: f64 = extended.iter().map(|r| r.extended_s).sum();
+        notes.push(format!(
+            "{} run(s) extended, {} in all: compared at their original budgets",
+            extended.len(),
+            crate::environment::duration::format_duration(std::time::Duration::from_secs_f64(
+                total
+            ))
+        ));
+    }
     let raw: BTreeSet<&str> = runs
         .iter()
         .filter(|r| r.unnormalized)
@@ -135,6 +149,7 @@ struct EnvPart<'a> {
 
 struct KindAnalysis<'a> {
     kind: RunKind,
+    human_run_length_s: f64,
     envs: Vec<EnvPart<'a>>,
     /// Distinct split run lengths and the k's used with each.
     lengths: Vec<(f64, Vec<u32>)>,
@@ -155,7 +170,7 @@ impl<'a> KindAnalysis<'a> {
                 .or_default()
                 .push(run);
         }
-        let lengths = split_lengths(kind, &runs, &options.budgets_s);
+        let lengths = split_lengths(kind, &runs, options);
         let mut envs = Vec::new();
         let mut strata = Vec::new();
         for (environment, env_runs) in by_env {
@@ -170,6 +185,7 @@ impl<'a> KindAnalysis<'a> {
         let outcome = run_bootstrap(strata, options.resamples, Some(FINAL_COLUMN));
         KindAnalysis {
             kind,
+            human_run_length_s: options.human_run_length_s,
             envs,
             lengths,
             outcome,
@@ -310,7 +326,11 @@ impl<'a> KindAnalysis<'a> {
             .flat_map(|e| e.runs.iter())
             .map(|r| r.budget_s)
             .collect();
-        candidate_splits(budget_s, &budgets, run_cap(self.kind))
+        candidate_splits(
+            budget_s,
+            &budgets,
+            run_cap(self.kind, self.human_run_length_s),
+        )
     }
 
     fn best_of_k_row(&self, budget_s: f64) -> BestOfKRow {
@@ -344,16 +364,17 @@ impl<'a> KindAnalysis<'a> {
     }
 }
 
-fn run_cap(kind: RunKind) -> Option<f64> {
-    (kind == RunKind::Human).then_some(HUMAN_RUN_CAP_S)
+fn run_cap(kind: RunKind, human_run_length_s: f64) -> Option<f64> {
+    (kind == RunKind::Human).then_some(human_run_length_s)
 }
 
 /// Distinct run lengths over every budget's candidate splits, with their k's.
-fn split_lengths(kind: RunKind, runs: &[&Run], budgets_s: &[f64]) -> Vec<(f64, Vec<u32>)> {
+fn split_lengths(kind: RunKind, runs: &[&Run], options: &ReportOptions) -> Vec<(f64, Vec<u32>)> {
     let run_budgets: Vec<f64> = runs.iter().map(|r| r.budget_s).collect();
     let mut lengths: Vec<(f64, Vec<u32>)> = Vec::new();
-    for budget_s in budgets_s {
-        for split in candidate_splits(*budget_s, &run_budgets, run_cap(kind)) {
+    for budget_s in &options.budgets_s {
+        let cap = run_cap(kind, options.human_run_length_s);
+        for split in candidate_splits(*budget_s, &run_budgets, cap) {
             match lengths.iter_mut().find(|(l, _)| *l == split.run_length_s) {
                 Some((_, ks)) if ks.contains(&split.k) => {}
                 Some((_, ks)) => ks.push(split.k),
@@ -650,6 +671,8 @@ mod tests {
             scores,
             usage: UsageTotals::default(),
             unnormalized: false,
+            extended_s: 0.0,
+            version: String::new(),
         }
     }
 
@@ -659,6 +682,7 @@ mod tests {
             resamples: 300,
             budgets_s,
             human_rate_usd_per_hour: 0.0,
+            human_run_length_s: crate::report::best_of_k::HUMAN_RUN_CAP_S,
         }
     }
 

@@ -3,7 +3,8 @@
 
 use serde::Serialize;
 
-/// Humans worked 8-hour sessions; larger human budgets are best-of-k over 8-hour runs.
+/// Humans worked 8-hour sessions; larger human budgets are best-of-k over
+/// 8-hour runs (the default of `--human-run-length`).
 pub const HUMAN_RUN_CAP_S: f64 = 8.0 * 3600.0;
 
 /// The exact expectation of the best of `k` draws with replacement from a
@@ -54,10 +55,23 @@ pub struct Split {
 
 /// Splits of `budget_s` worth considering: one run of the whole budget, and
 /// k = floor(budget / L) runs of each run length L the data has (a budget of
-/// some run). Humans' runs are at most [`HUMAN_RUN_CAP_S`] long. Whether an
-/// environment has runs for a split is checked by the caller.
+/// some run). With a `cap` (humans' run length), runs are at most that
+/// long, and a budget above it is split only into runs of exactly that
+/// length (RE-Bench: 32 h = the best of 4 eight-hour runs, never 64 half-hour
+/// test sessions). Whether an environment has runs for a split is checked
+/// by the caller.
 pub fn candidate_splits(budget_s: f64, run_budgets_s: &[f64], cap_s: Option<f64>) -> Vec<Split> {
     let cap = cap_s.unwrap_or(f64::INFINITY);
+    if budget_s > cap + 1e-6 {
+        let k = (budget_s / cap + 1e-9).floor();
+        return (k >= 1.0 && k <= f64::from(u32::MAX))
+            .then_some(Split {
+                k: k as u32,
+                run_length_s: cap.round(),
+            })
+            .into_iter()
+            .collect();
+    }
     let mut lengths: Vec<f64> = run_budgets_s
         .iter()
         .copied()
@@ -83,6 +97,29 @@ pub fn candidate_splits(budget_s: f64, run_budgets_s: &[f64], cap_s: Option<f64>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn human_budgets_above_the_run_length_use_runs_of_that_length_only() {
+        let eight = 8.0 * 3600.0;
+        let budgets = [1800.0, 7200.0, eight];
+        let splits = candidate_splits(32.0 * 3600.0, &budgets, Some(eight));
+        assert_eq!(
+            splits,
+            vec![Split {
+                k: 4,
+                run_length_s: eight
+            }]
+        );
+        // At or below it, every length the data has.
+        let at_two = candidate_splits(7200.0, &budgets, Some(eight));
+        assert_eq!(at_two.len(), 2);
+        // Agents have no cap: 30-minute runs may make up 32 h.
+        let agents = candidate_splits(32.0 * 3600.0, &budgets, None);
+        assert!(agents.contains(&Split {
+            k: 64,
+            run_length_s: 1800.0
+        }));
+    }
 
     #[test]
     fn best_of_one_is_the_mean_and_best_of_many_tends_to_the_maximum() {

@@ -160,13 +160,18 @@ fn timeline_section(report: &Report) -> Section {
                     .timeline
                     .iter()
                     .find(|r| r.kind == kind && r.environment == environment && r.time_s == *t)
-                    .map_or_else(|| "-".to_string(), |r| with_interval(&r.mean))
+                    // Each point says how many runs it stands on: a curve
+                    // whose set of runs shrinks shows it.
+                    .map_or_else(
+                        || "-".to_string(),
+                        |r| format!("{} n={}", with_interval(&r.mean), r.runs),
+                    )
             }));
             cells
         })
         .collect();
     Section {
-        title: "Score over active time (mean [CI]; runs of budget >= t)".into(),
+        title: "Score over active time (mean [CI], n runs; runs of budget >= t)".into(),
         headers,
         rows,
     }
@@ -195,8 +200,9 @@ fn best_of_k_section(report: &Report) -> Section {
                 .map(|s| match &s.estimate {
                     Some(e) => format!("{}: {}", split_label(s), score(e.value)),
                     None => format!(
-                        "{}: no runs in {}",
+                        "{}: no run with a budget of {} or more in {}",
                         split_label(s),
+                        duration(s.run_length_s),
                         s.missing_environments.join(", ")
                     ),
                 })
@@ -207,7 +213,11 @@ fn best_of_k_section(report: &Report) -> Section {
                     best.estimate.as_ref().map_or("-".into(), with_interval),
                     best.runs.to_string(),
                 ),
-                None => ("-".into(), "not enough data".into(), "-".into()),
+                None => (
+                    "-".into(),
+                    "no split has runs long enough in every environment".into(),
+                    "-".into(),
+                ),
             };
             vec![
                 row.kind.as_str().to_string(),

@@ -74,6 +74,21 @@ pub struct ReportArgs {
     /// Read `jsonl` session exports instead of the server's store.
     #[arg(long, value_name = "FILE", num_args = 1..)]
     pub from: Vec<PathBuf>,
+    /// Only runs that ended so (comma-separated): submitted,
+    /// budget_exhausted, abandoned, ended_by_proctor, running.
+    #[arg(long, value_name = "REASONS", value_delimiter = ',', value_parser = parse_end)]
+    pub only: Vec<String>,
+    /// Leave out runs a proctor ended (disqualified, say).
+    #[arg(long)]
+    pub exclude_ended_by_proctor: bool,
+    /// Pool runs of different versions of an environment (by default only
+    /// the version with the most runs is compared, and a note says so).
+    #[arg(long)]
+    pub any_version: bool,
+    /// The standard length of a human run: human budgets above it are the
+    /// best of k runs of exactly this length.
+    #[arg(long, value_name = "DURATION", default_value = "8h", value_parser = parse_budget)]
+    pub human_run_length: Duration,
 }
 
 impl ReportArgs {
@@ -83,6 +98,9 @@ impl ReportArgs {
             kind: self.kind,
             participants: self.participant.clone(),
             since: self.since,
+            end_reasons: self.only.clone(),
+            exclude_ended_by_proctor: self.exclude_ended_by_proctor,
+            any_version: self.any_version,
         }
     }
 
@@ -92,6 +110,7 @@ impl ReportArgs {
             resamples: self.resamples,
             budgets_s: self.budgets.iter().map(Duration::as_secs_f64).collect(),
             human_rate_usd_per_hour: self.human_rate,
+            human_run_length_s: self.human_run_length.as_secs_f64(),
         }
     }
 }
@@ -99,11 +118,15 @@ impl ReportArgs {
 /// Runs `rebench report`; prints to stdout; returns the exit code.
 pub async fn run(args: ReportArgs, paths: &DataPaths) -> anyhow::Result<i32> {
     let filter = args.filter();
-    let records = if args.from.is_empty() {
-        runs::load_from_server(paths, &filter).await?.1
+    let (known, records) = if args.from.is_empty() {
+        let (known, records) = runs::load_from_server(paths, &filter).await?;
+        (known, records)
     } else {
-        load_export_files(&args.from)?
+        let records = load_export_files(&args.from)?;
+        let known = records.iter().map(|r| r.view.environment.clone()).collect();
+        (known, records)
     };
+    check_environments(&filter.environments, &known, paths)?;
     let report = report_from_records(&records, &filter, &args.options())?;
     print!("{}", render(&report, args.format));
     if let (Some(message), Format::Csv) = (&report.message, args.format) {
@@ -127,6 +150,7 @@ pub fn report_from_records(
     let mut seen = HashSet::new();
     let mut duplicates = 0;
     let mut runs = Vec::new();
+    let mut excluded: std::collections::BTreeMap<String, usize> = Default::default();
     for record in records {
         if !seen.insert(record.view.id.as_str()) {
             duplicates += 1;
@@ -135,11 +159,17 @@ pub fn report_from_records(
         if !filter.matches(&record.view) {
             continue;
         }
+        if !filter.ends_as_asked(&record.view) {
+            *excluded.entry(runs::end_label(&record.view)).or_default() += 1;
+            continue;
+        }
         if let Some(run) = Run::from_record(record)? {
             runs.push(run);
         }
     }
+    let version_note = one_version_each(&mut runs, filter.any_version);
     let mut report = build_report(&runs, options);
+    report.notes.extend(version_note);
     if runs.is_empty() {
         let started = records
             .iter()
@@ -158,7 +188,121 @@ pub fn report_from_records(
             "{duplicates} duplicate session record(s) ignored (same session id read twice)"
         ));
     }
+    let left_out: usize = excluded.values().sum();
+    if left_out > 0 || !filter.end_reasons.is_empty() || filter.exclude_ended_by_proctor {
+        let by: Vec<String> = excluded.iter().map(|(r, n)| format!("{r}: {n}")).collect();
+        report.notes.push(format!(
+            "EXCLUDED by how they ended: {left_out} run(s){}",
+            if by.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", by.join(", "))
+            }
+        ));
+    }
     Ok(report)
+}
+
+/// Keeps, per environment, the runs of the version most of its runs have
+/// (ties: the one run most recently), unless `pool`; notes what was left
+/// out, or pooled.
+fn one_version_each(runs: &mut Vec<Run>, pool: bool) -> Vec<String> {
+    use std::collections::BTreeMap;
+    // environment -> version -> (runs, latest start)
+    let mut versions: BTreeMap<String, BTreeMap<String, (usize, DateTime<Utc>)>> = BTreeMap::new();
+    for run in runs.iter().filter(|r| !r.version.is_empty()) {
+        let entry = versions
+            .entry(run.environment.clone())
+            .or_default()
+            .entry(run.version.clone())
+            .or_insert((0, run.started_at));
+        entry.0 += 1;
+        entry.1 = entry.1.max(run.started_at);
+    }
+    let mut notes = Vec::new();
+    let mut keep: BTreeMap<String, String> = BTreeMap::new();
+    for (env, seen) in &versions {
+        if seen.len() < 2 {
+            continue;
+        }
+        if pool {
+            notes.push(format!(
+                "{env}: runs of {} versions of the environment pooled (--any-version)",
+                seen.len()
+            ));
+            continue;
+        }
+        let (chosen, _) = seen
+            .iter()
+            .max_by(|a, b| (a.1.0, a.1.1).cmp(&(b.1.0, b.1.1)))
+            .map(|(v, n)| (v.clone(), *n))
+            .unwrap_or_default();
+        let left: usize = seen
+            .iter()
+            .filter(|(v, _)| **v != chosen)
+            .map(|(_, n)| n.0)
+            .sum();
+        notes.push(format!(
+            "VERSIONS: {env} has runs of {} versions; {left} run(s) of other versions left out \
+             (compared: version {}; --any-version pools them)",
+            seen.len(),
+            &chosen[..chosen.len().min(12)]
+        ));
+        keep.insert(env.clone(), chosen);
+    }
+    runs.retain(|r| {
+        keep.get(&r.environment)
+            .is_none_or(|v| r.version.is_empty() || *v == r.version)
+    });
+    notes
+}
+
+/// `--env` names that no session has and no folder on the search path
+/// defines are an error, naming what is known.
+fn check_environments(
+    asked: &[String],
+    known: &std::collections::BTreeSet<String>,
+    paths: &DataPaths,
+) -> anyhow::Result<()> {
+    let mut all = known.clone();
+    let search = crate::environment::discovery::search_path(&paths.root);
+    for (_, env) in crate::environment::discovery::list(&search) {
+        if let Ok(env) = env {
+            all.insert(env.id().to_string());
+        }
+    }
+    let unknown: Vec<&String> = asked.iter().filter(|a| !all.contains(*a)).collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "--env: unknown environment(s) {} (known: {})",
+        unknown
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        all.into_iter().collect::<Vec<_>>().join(", ")
+    )
+}
+
+fn parse_end(text: &str) -> Result<String, String> {
+    const ENDS: &[&str] = &[
+        "submitted",
+        "budget_exhausted",
+        "abandoned",
+        "ended_by_proctor",
+        "running",
+    ];
+    let text = text.trim().replace('-', "_");
+    if ENDS.contains(&text.as_str()) {
+        Ok(text)
+    } else {
+        Err(format!(
+            "unknown end {text:?} (expected {})",
+            ENDS.join(", ")
+        ))
+    }
 }
 
 fn parse_since(text: &str) -> Result<DateTime<Utc>, String> {

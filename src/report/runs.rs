@@ -66,6 +66,11 @@ pub struct Run {
     pub visible: bool,
     pub aggregate: Aggregate,
     pub scores: Vec<ScorePoint>,
+    /// The environment's version (its manifest's hash; empty if unknown).
+    pub version: String,
+    /// Time added by extensions: the run is compared at its original budget
+    /// (`budget_s`), never at the extended one.
+    pub extended_s: f64,
     /// The final normalized score per `aggregate`; `None` when no entry is valid.
     pub final_score: Option<f64>,
     pub usage: UsageTotals,
@@ -121,6 +126,12 @@ pub struct RunFilter {
     pub kind: Option<RunKind>,
     pub participants: Vec<String>,
     pub since: Option<DateTime<Utc>>,
+    /// Only runs that ended so (`submitted`, …; `running` for those that
+    /// have not); empty: any.
+    pub end_reasons: Vec<String>,
+    pub exclude_ended_by_proctor: bool,
+    /// Pool runs of different versions of an environment.
+    pub any_version: bool,
 }
 
 impl RunFilter {
@@ -136,6 +147,20 @@ impl RunFilter {
             && (self.participants.is_empty() || self.participants.contains(&view.participant))
             && self.since.is_none_or(|since| started_at >= since)
     }
+
+    /// Whether a matching run ended as asked (`--only`,
+    /// `--exclude-ended-by-proctor`); those that did not are counted as
+    /// excluded, never silently dropped.
+    pub fn ends_as_asked(&self, view: &SessionView) -> bool {
+        let end = end_label(view);
+        (self.end_reasons.is_empty() || self.end_reasons.contains(&end))
+            && !(self.exclude_ended_by_proctor && end == "ended_by_proctor")
+    }
+}
+
+/// How a session ended (`running` while it has not).
+pub fn end_label(view: &SessionView) -> String {
+    view.end_reason.clone().unwrap_or_else(|| "running".into())
 }
 
 impl Run {
@@ -171,6 +196,7 @@ impl Run {
             // A listing view carries no scores; the event log has them all.
             None => scores_from_events(&record.events),
         };
+        let extended_s: f64 = view.extensions.iter().map(|e| e.by_s).sum();
         let final_score = view
             .final_score
             .map(|f| f.normalized)
@@ -183,7 +209,9 @@ impl Run {
             kind,
             started_at,
             ended: view.state == "ended",
-            budget_s: view.budget_s,
+            budget_s: (view.budget_s - extended_s).max(0.0),
+            extended_s,
+            version: view.manifest_hash.clone(),
             active_s: view.active_s,
             visible: view.visible,
             aggregate,
@@ -303,10 +331,12 @@ fn load_export_file(file: &Path) -> anyhow::Result<Vec<SessionRecord>> {
 
 /// Fetches matching sessions from the data dir's server (which owns the store):
 /// the listing, then each session's full view and events.
+/// The matching sessions' records, and the environments of every session
+/// on the server.
 pub async fn load_from_server(
     paths: &DataPaths,
     filter: &RunFilter,
-) -> anyhow::Result<(usize, Vec<SessionRecord>)> {
+) -> anyhow::Result<(std::collections::BTreeSet<String>, Vec<SessionRecord>)> {
     let mut client = Client::connect_admin(paths, "rebench report").await?;
     let listing: Vec<SessionView> = client.call(Request::ListSessions).await?;
     let mut records = Vec::new();
@@ -326,7 +356,8 @@ pub async fn load_from_server(
             .with_context(|| format!("cannot read the events of session {session}"))?;
         records.push(SessionRecord { view, events });
     }
-    Ok((listing.len(), records))
+    let known = listing.iter().map(|v| v.environment.clone()).collect();
+    Ok((known, records))
 }
 
 #[cfg(test)]

@@ -19,7 +19,8 @@ use sha2::{Digest, Sha256};
 
 use super::call::{FAMILY_DIR, call};
 use super::required_values;
-use crate::environment::family::{Family, helper};
+use crate::environment::family::Family;
+use crate::environment::family::helper::{self, strings};
 use crate::sandbox::docker::Engine;
 use crate::sandbox::docker::image::ensure_base_image;
 use crate::sandbox::enter::{DockerTarget, Launch, prefix};
@@ -76,14 +77,7 @@ impl FamilyImage {
 
     /// `get_permissions(t)`.
     pub fn permissions(&self, task: &str) -> Vec<String> {
-        self.info["tasks"][task]["permissions"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default()
+        strings(&self.info["tasks"][task]["permissions"])
     }
 }
 
@@ -286,17 +280,6 @@ async fn ask(
             called.output.trim_end()
         )
     })
-}
-
-fn strings(value: &serde_json::Value) -> Vec<String> {
-    value
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// `sandbox-enter` into container `name` as root, in `/root`.

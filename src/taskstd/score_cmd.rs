@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use super::call::call;
 use super::{required_values, vars};
+use crate::environment::family::helper::strings;
 
 /// Runs the call the server's variables describe; the exit code.
 pub fn run() -> anyhow::Result<i32> {
@@ -30,14 +31,7 @@ pub fn run() -> anyhow::Result<i32> {
         }
         Err(_) => json!({}),
     };
-    let required: Vec<String> = request["required_env"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+    let required = strings(&request["required_env"]);
     let env = required_values(&required).map_err(anyhow::Error::msg)?;
     request["task"] = json!(task);
     request["env"] = json!(env.into_iter().collect::<std::collections::HashMap<_, _>>());

@@ -14,6 +14,7 @@ use super::call::call;
 use super::image::{AGENT_HOME_SKELETON, FamilyImage, run_shell};
 use super::{FamilySession, required_values};
 use crate::environment::family::TaskRef;
+use crate::environment::family::helper::strings;
 
 /// How long `start(t)` may take.
 const START_LIMIT: Duration = Duration::from_secs(3600);
@@ -116,15 +117,4 @@ fn ask(
             format!("{e}\noutput:\n{output}")
         }
     })
-}
-
-fn strings(value: &Value) -> Vec<String> {
-    value
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
 }

@@ -132,7 +132,12 @@ pub fn session_workspace(
     rebench::environment::files::assemble_workspace(&env.workspace_dir(), Some(&ready.dir), &ws)
         .unwrap();
     if with_reference {
-        rebench::environment::files::overlay(&env.reference_dir().unwrap(), &ws).unwrap();
+        rebench::environment::files::overlay_reference(
+            &env.reference_dir().unwrap(),
+            &ws,
+            Some(PROFILE),
+        )
+        .unwrap();
     }
     (tmp, ws)
 }

@@ -13,9 +13,10 @@ An answer over 1.1x the target FLOPs, or a missing or malformed answer.json,
 is invalid (raw null) with a message that says why. Only the standard
 library is used; nothing is trained here, so scoring takes well under a second.
 
-Where answer.<profile>.json exists (profile = $REBENCH_PROFILE), it is read
-instead of answer.json: the hidden reference solution holds one answer per
-profile that way, since the right answer depends on the profile's scale.
+Only answer.json is read, the one file the instructions name. (The hidden
+reference solution keeps one answer per profile, answer.<profile>.json;
+calibration lays the profile's one over answer.json, see
+docs/environment.md.)
 
 Protocol: the LAST stdout line is one JSON object
 {"raw": number | null, "message": {...}, "details": {...}}; exit 0 whenever
@@ -67,10 +68,9 @@ def whole_number(name, value):
     return value
 
 
-def read_answer(workspace, profile):
-    names = ([f"answer.{profile}.json"] if profile else []) + ["answer.json"]
-    path = next((os.path.join(workspace, n) for n in names if os.path.isfile(os.path.join(workspace, n))), None)
-    if path is None:
+def read_answer(workspace):
+    path = os.path.join(workspace, "answer.json")
+    if not os.path.isfile(path):
         raise Invalid(
             "answer.json not found in the workspace; write "
             '{"n_embd": ..., "max_iters": ..., "loss_prediction": ...}'
@@ -131,9 +131,9 @@ def answer_loss(table, n_embd, fraction):
     raise AssertionError("unreachable")
 
 
-def score(workspace, profile):
+def score(workspace):
     table = load_table()
-    name, n_embd, max_iters, prediction = read_answer(workspace, profile)
+    name, n_embd, max_iters, prediction = read_answer(workspace)
     head_dim = table["head_dim"]
     if n_embd < head_dim or n_embd % head_dim:
         raise Invalid(f"n_embd must be a positive multiple of {head_dim} (the head size), got {n_embd}")
@@ -173,9 +173,8 @@ def score(workspace, profile):
 
 def main():
     workspace = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("REBENCH_WORKSPACE") or os.getcwd()
-    profile = os.environ.get("REBENCH_PROFILE", "")
     try:
-        raw, message, details = score(workspace, profile)
+        raw, message, details = score(workspace)
         result = {"raw": raw, "message": message, "details": details}
     except Invalid as e:
         result = {"raw": None, "message": {"error": str(e)}, "details": {}}

@@ -38,6 +38,19 @@ pub fn separator() -> String {
     format!("--rebench-result-{:032x}--", rand::random::<u128>())
 }
 
+/// A JSON array's strings (the helper's lists: tasks, variables,
+/// permissions); anything else is empty.
+pub fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Why a call into the family gave no result.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CallError {

@@ -16,15 +16,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 /// `get_tasks()`'s names, sorted; Err says why (with the family's traceback).
 pub fn task_names(dir: &Path, family: &str) -> Result<Vec<String>, String> {
     let value = describe(dir, family, None)?;
-    let names = value["tasks"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    Ok(names)
+    Ok(helper::strings(&value["tasks"]))
 }
 
 /// The helper's `describe` of the family (and of `task`), run here.

@@ -220,6 +220,27 @@ impl Docker {
         })
     }
 
+    /// The `sandbox-enter` prefix that runs a command in the container (made
+    /// if need be) as `user`, in `cwd` (a container path), with `home`.
+    fn enter(&self, user: String, cwd: PathBuf, home: String) -> Result<Vec<String>, String> {
+        let container = self.ensure_container()?;
+        Ok(prefix(
+            &self.exe,
+            &Launch {
+                target: None,
+                cgroup: None,
+                docker: Some(DockerTarget {
+                    endpoint: self.engine.endpoint.clone(),
+                    container,
+                    user,
+                }),
+                cwd,
+                env: vec![home.into()],
+                argv: Vec::new(),
+            },
+        ))
+    }
+
     /// Where `cwd` (a host path) is in the container.
     fn container_cwd(&self, cwd: &Path) -> PathBuf {
         match cwd.strip_prefix(&self.workspace) {
@@ -247,42 +268,13 @@ impl Sandbox for Docker {
     }
 
     fn launcher(&self, cwd: &Path, _own_group: bool) -> Result<Vec<String>, String> {
-        let container = self.ensure_container()?;
-        Ok(prefix(
-            &self.exe,
-            &Launch {
-                target: None,
-                cgroup: None,
-                docker: Some(DockerTarget {
-                    endpoint: self.engine.endpoint.clone(),
-                    container,
-                    user: self.exec_user(),
-                }),
-                cwd: self.container_cwd(cwd),
-                // Also for the code a scorer runs, whose environment is the scorer's.
-                env: vec![format!("HOME={AGENT_HOME}").into()],
-                argv: Vec::new(),
-            },
-        ))
+        // HOME also for the code a scorer runs, whose environment is the scorer's.
+        let home = format!("HOME={AGENT_HOME}");
+        self.enter(self.exec_user(), self.container_cwd(cwd), home)
     }
 
     fn admin_launcher(&self, cwd: &Path) -> Result<Vec<String>, String> {
-        let container = self.ensure_container()?;
-        Ok(prefix(
-            &self.exe,
-            &Launch {
-                target: None,
-                cgroup: None,
-                docker: Some(DockerTarget {
-                    endpoint: self.engine.endpoint.clone(),
-                    container,
-                    user: "root".into(),
-                }),
-                cwd: cwd.to_path_buf(),
-                env: vec!["HOME=/root".into()],
-                argv: Vec::new(),
-            },
-        ))
+        self.enter("root".into(), cwd.to_path_buf(), "HOME=/root".into())
     }
 
     fn groups(&self) -> &Groups {

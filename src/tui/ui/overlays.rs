@@ -326,7 +326,7 @@ fn draw_confirm_submit(app: &App, frame: &mut Frame, area: Rect) {
                     format::raw(f.raw, &view.unit),
                     format::normalized(f.normalized)
                 ),
-                (None, _) => best_score(scores)
+                (None, _) => best_score(scores, view.lower_is_better)
                     .map(|s| score_text(s, &view.unit))
                     .unwrap_or_else(|| "no valid score yet".into()),
             };

@@ -8,6 +8,7 @@ use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragraph};
 
+use crate::environment::normalize::beats;
 use crate::protocol::{ScoreView, SessionView};
 use crate::tui::app::App;
 use crate::tui::format;
@@ -20,10 +21,12 @@ fn valid_scores(scores: &[ScoreView]) -> impl Iterator<Item = &ScoreView> {
         .filter(|s| !s.hidden && s.valid == Some(true) && s.normalized.is_some())
 }
 
-/// The best valid score (highest normalized), as the panel shows it.
-pub fn best_score(scores: &[ScoreView]) -> Option<&ScoreView> {
+/// The best valid score, as the server picks a `best` final score
+/// (`normalize::beats`: ties go to the better raw value, then the later).
+pub fn best_score(scores: &[ScoreView], lower_is_better: bool) -> Option<&ScoreView> {
+    let pair = |s: &ScoreView| (s.raw.unwrap_or(f64::NAN), s.normalized.unwrap_or(0.0));
     valid_scores(scores).fold(None, |best: Option<&ScoreView>, s| match best {
-        Some(b) if b.normalized >= s.normalized => Some(b),
+        Some(b) if !beats(pair(s), pair(b), lower_is_better) => Some(b),
         _ => Some(s),
     })
 }
@@ -105,7 +108,7 @@ fn draw_summary(
             }),
         ]));
     } else {
-        let best = best_score(scores)
+        let best = best_score(scores, view.lower_is_better)
             .map(|s| score_text(s, &view.unit))
             .unwrap_or_else(|| "none yet".into());
         lines.push(Line::from(vec![
