@@ -5,12 +5,11 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::tmux::{Tmux, pane_lines, tmux_available};
+use common::tmux::{Tmux, pane_lines, tmux_or_skip};
 
 #[test]
 fn start_type_score_tabs_detach_attach_submit() {
-    if !tmux_available() {
-        println!("SKIPPED: tmux not found");
+    if !tmux_or_skip("the workspace end-to-end test") {
         return;
     }
     let dir = tempfile::Builder::new()

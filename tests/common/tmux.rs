@@ -99,6 +99,19 @@ impl Drop for Tmux {
     }
 }
 
+/// Whether tmux runs here. Without it, the test that needs it is skipped,
+/// loudly on the real stderr; under CI (`CI` set) that is a failure.
+pub fn tmux_or_skip(what: &str) -> bool {
+    if tmux_available() {
+        return true;
+    }
+    let text = format!("SKIPPED: {what} did not run: tmux not found");
+    assert!(std::env::var_os("CI").is_none(), "{text}");
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "\n{text}\n");
+    false
+}
+
 pub fn tmux_available() -> bool {
     Command::new("tmux")
         .arg("-V")
