@@ -302,3 +302,36 @@ fn full_profile_download_code_works_offline() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// Issue 19: every session's log starts with a valid entry at about 0: a
+/// new session runs the starting solution's build step (`solve.py`, which
+/// writes fixed_model.pth) before its starting score, off the clock.
+#[tokio::test]
+async fn a_new_session_starts_with_a_valid_entry_at_about_zero() {
+    let Some(_ready) = prepared() else { return };
+    let server = common::TestServer::start_in(&torch_env::data_dir(), &[]);
+    let out = server.cli(&[
+        "new",
+        env_dir().to_str().unwrap(),
+        "--participant",
+        "p",
+        "--profile",
+        PROFILE,
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let view = server.show(id["id"].as_str().unwrap()).await;
+    let starting = &view.scores.as_ref().unwrap()[0];
+    assert_eq!(starting.phase, "starting");
+    assert_eq!(starting.valid, Some(true), "{starting:?}");
+    assert!(starting.normalized.unwrap() < 0.05, "{starting:?}");
+    assert_eq!(view.active_s, 0.0, "the build step is off the clock");
+    assert!(Path::new(&view.workspace).join("fixed_model.pth").is_file());
+    let ended = server.cli(&["end", &view.id]);
+    assert!(ended.status.success());
+}

@@ -72,6 +72,12 @@ pub struct Calibrate {
     /// Duration text; the setup is killed (with its process group) after it.
     #[serde(default = "default_prepare_timeout")]
     pub timeout: String,
+    /// Also run it in every new session before its starting score (under
+    /// the scoring pause, off the clock): for a starting solution whose
+    /// scored artifact a build step makes, so that every session's log
+    /// starts with a valid entry at about 0.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_sessions: bool,
 }
 
 /// `[recording]`: terminal output, resizes and exits are always recorded;

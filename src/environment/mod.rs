@@ -280,6 +280,20 @@ impl Environment {
             protected: base.protected.clone(),
             pass_env: base.pass_env.clone(),
             env: overrides.map(|p| p.env.clone()).unwrap_or_default(),
+            starting_setup: self
+                .manifest
+                .calibrate
+                .as_ref()
+                .filter(|c| c.in_sessions)
+                .map(|c| {
+                    parse_duration(&c.timeout)
+                        .map(|timeout| StartingSetup {
+                            command: c.setup.clone(),
+                            timeout,
+                        })
+                        .map_err(|e| invalid("calibrate.timeout", e))
+                })
+                .transpose()?,
             intermediate: true,
             score_at_start: self.family.is_none(),
             score_at_budget_end: self.score_at_budget_end,
@@ -310,6 +324,10 @@ pub struct ScoringPlan {
     /// (`[scoring] pass_env`); sessions made before it existed have none.
     #[serde(default)]
     pub pass_env: Vec<String>,
+    /// Run in the session before its starting score (`[calibrate]
+    /// in_sessions`): the starting solution's build step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starting_setup: Option<StartingSetup>,
     /// Whether scores may be taken while the session runs (false: a family
     /// scored only from its submission).
     #[serde(default = "yes")]
@@ -329,6 +347,15 @@ pub struct ScoringPlan {
 
 fn yes() -> bool {
     true
+}
+
+/// A shell command (`bash -c`) run as a session process in the workspace,
+/// and how long it may take.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StartingSetup {
+    pub command: String,
+    #[serde(with = "duration::text")]
+    pub timeout: Duration,
 }
 
 impl ScoringPlan {

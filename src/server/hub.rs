@@ -542,6 +542,9 @@ impl Hub {
                 .await?;
             }
         }
+        if let Some(setup) = host.meta.scoring.starting_setup.clone() {
+            self.run_starting_setup(host, &setup).await?;
+        }
         let entry = self
             .run_scorer_until_done(host, ScorePhase::Starting, 0)
             .await;
@@ -555,6 +558,54 @@ impl Hub {
         .await?;
         host.append(&mut live, EventKind::Resumed { by: SYSTEM.into() })
             .await?;
+        Ok(())
+    }
+
+    /// The starting solution's build step, as a session process in the
+    /// workspace (under the starting score's pause, off the clock). A
+    /// failure is noted in the log; the starting score then says what is
+    /// missing.
+    async fn run_starting_setup(
+        &self,
+        host: &Arc<Host>,
+        setup: &crate::environment::StartingSetup,
+    ) -> OpResult<()> {
+        let workspace = host.meta.workspace.clone();
+        let spec = ExecSpec {
+            command: setup.command.clone(),
+            cwd: workspace.clone(),
+            env: self.session_env(host),
+            env_clear: true,
+            prefix: self.launcher(host, &workspace, true)?,
+            timeout: setup.timeout,
+            output_limit: EXEC_LOG_LIMIT,
+            stdin: None,
+        };
+        let failure = match exec(&spec).await {
+            Ok(done) if done.exit_code == Some(0) && !done.timed_out => None,
+            Ok(done) => Some(format!(
+                "exit {:?}{}: {}",
+                done.exit_code,
+                if done.timed_out { " (timed out)" } else { "" },
+                done.stderr.lines().last().unwrap_or_default()
+            )),
+            Err(e) => Some(format!("{e:#}")),
+        };
+        if let Some(why) = failure {
+            tracing::error!(session = %host.id(), "the starting solution's setup failed: {why}");
+            let mut live = host.live.lock().await;
+            host.append(
+                &mut live,
+                EventKind::Note {
+                    text: format!(
+                        "the starting solution's setup `{}` failed: {why}",
+                        setup.command
+                    ),
+                    by: SYSTEM.into(),
+                },
+            )
+            .await?;
+        }
         Ok(())
     }
 
