@@ -448,6 +448,11 @@ fn a_human_reads_and_answers_in_the_workspace() {
     t.keys("w", &["i"]);
     t.wait_text("w", "Find the answer and submit it");
     t.keys("w", &["Escape"]);
+    // Enter right after Escape can reach the UI as one Alt-Enter: wait for
+    // the overlay to close first.
+    t.wait_for("w", "the instructions to close", |s| {
+        !s.contains("Find the answer and submit it")
+    });
     t.keys("w", &["Enter"]);
     t.wait_for("w", "the running shell", |s| {
         s.contains("RUNNING") && s.contains("$")
