@@ -310,22 +310,8 @@ fn full_profile_download_code_works_offline() {
 async fn a_new_session_starts_with_a_valid_entry_at_about_zero() {
     let Some(_ready) = prepared() else { return };
     let server = common::TestServer::start_in(&torch_env::data_dir(), &[]);
-    let out = server.cli(&[
-        "new",
-        env_dir().to_str().unwrap(),
-        "--participant",
-        "p",
-        "--profile",
-        PROFILE,
-        "--json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let id: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let view = server.show(id["id"].as_str().unwrap()).await;
+    let id = server.new_session_cli(&env_dir(), PROFILE);
+    let view = server.show(&id).await;
     let starting = &view.scores.as_ref().unwrap()[0];
     assert_eq!(starting.phase, "starting");
     assert_eq!(starting.valid, Some(true), "{starting:?}");

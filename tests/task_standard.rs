@@ -155,6 +155,20 @@ async fn a_family_task_is_set_up_scored_and_aggregated_in_its_container() {
         log.lines().all(|l| l.contains("\"uid\": \"0\"")),
         "scored as root: {log}"
     );
+    // The family's required variable reached install and start by stdin
+    // only: no process the participant can see holds it in its
+    // environment or command line.
+    let leaked = server
+        .exec(
+            &id,
+            "grep -al 'ses[a]me' /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null; true",
+        )
+        .await;
+    assert_eq!(
+        leaked.stdout.trim(),
+        "",
+        "the operator's variable leaked: {leaked:?}"
+    );
     // The participant cannot forge it.
     let forged = server
         .exec(&id, "echo '{\"score\": 1}' >> /protected/score.log")
