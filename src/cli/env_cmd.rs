@@ -532,20 +532,11 @@ fn add_families(
 
 /// Builds the family's image on the local engine (install() runs now).
 fn prepare_family(task: &family::TaskRef) -> anyhow::Result<String> {
-    let endpoint = match crate::sandbox::jail::Isolation::named("docker")? {
-        crate::sandbox::jail::Isolation::Docker(endpoint) => endpoint,
-        _ => anyhow::bail!("no Docker engine"),
-    };
-    let engine = crate::sandbox::docker::Engine::connect("local", &endpoint)?;
-    let family = family::open(&task.entry)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let image = runtime.block_on(crate::taskstd::image::ensure(&engine, &family, &|line| {
+    let image = runtime.block_on(crate::taskstd::image::ensure_for_task(task, &|line| {
         eprintln!("{line}")
     }))?;
-    if let Some(refusal) = image.refusal(&task.task) {
-        anyhow::bail!("{}/{}: {refusal}", task.family, task.task);
-    }
     Ok(image.tag)
 }

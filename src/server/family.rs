@@ -9,9 +9,8 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::host::{Host, OpError, OpResult};
-use crate::environment::family::{self, TaskRef};
+use crate::environment::family::TaskRef;
 use crate::protocol::ErrorCode;
-use crate::sandbox::jail::Isolation;
 use crate::session::ScorePhase;
 use crate::taskstd::image::{self, FamilyImage};
 use crate::taskstd::{FamilySession, call::FAMILY_DIR, vars};
@@ -19,30 +18,10 @@ use crate::taskstd::{FamilySession, call::FAMILY_DIR, vars};
 /// The family's image on the engine sessions run on, built when missing
 /// (its install() can take long: `rebench env prepare` does it ahead).
 pub async fn family_image(task: &TaskRef) -> OpResult<FamilyImage> {
-    let refused = |e: String| OpError::new(ErrorCode::Refused, e);
-    let endpoint = match Isolation::named("docker").map_err(|e| refused(format!("{e:#}")))? {
-        Isolation::Docker(endpoint) => endpoint,
-        _ => {
-            return Err(refused(
-                "no Docker engine for the family's container".into(),
-            ));
-        }
-    };
-    let engine = crate::sandbox::docker::Engine::connect("local", &endpoint)
-        .map_err(|e| refused(format!("{e:#}")))?;
-    let family = family::open(&task.entry).map_err(|e| refused(e.to_string()))?;
-    let name = family.name.clone();
-    let image = image::ensure(
-        &engine,
-        &family,
-        &|line| tracing::info!(family = %name, "{line}"),
-    )
-    .await
-    .map_err(|e| refused(format!("{e:#}")))?;
-    if let Some(refusal) = image.refusal(&task.task) {
-        return Err(refused(format!("{}/{}: {refusal}", task.family, task.task)));
-    }
-    Ok(image)
+    let name = task.family.clone();
+    image::ensure_for_task(task, &|line| tracing::info!(family = %name, "{line}"))
+        .await
+        .map_err(|e| OpError::new(ErrorCode::Refused, format!("{e:#}")))
 }
 
 /// The scoring run's variables for a family session; the request (score

@@ -81,6 +81,26 @@ impl FamilyImage {
     }
 }
 
+/// The image of `task`'s family on the local engine (the one sessions run
+/// on), built when missing; Err also when the task cannot run there (an
+/// auxiliary VM, no such task). Used by `new` and `env prepare` alike.
+pub async fn ensure_for_task(
+    task: &crate::environment::family::TaskRef,
+    progress: &(dyn Fn(&str) + Sync),
+) -> anyhow::Result<FamilyImage> {
+    let endpoint = match crate::sandbox::jail::Isolation::named("docker")? {
+        crate::sandbox::jail::Isolation::Docker(endpoint) => endpoint,
+        _ => bail!("no Docker engine for the family's container"),
+    };
+    let engine = Engine::connect("local", &endpoint)?;
+    let family = crate::environment::family::open(&task.entry)?;
+    let image = ensure(&engine, &family, progress).await?;
+    if let Some(refusal) = image.refusal(&task.task) {
+        bail!("{}/{}: {refusal}", task.family, task.task);
+    }
+    Ok(image)
+}
+
 /// The family's image on `engine`, built first when it lacks it (the
 /// variables the family requires are read from this process's environment).
 pub async fn ensure(
