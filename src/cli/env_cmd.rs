@@ -1,19 +1,18 @@
 //! `rebench env …`: environment tools that need no server.
 
+use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
 use clap::Subcommand;
 
-use std::time::Duration;
-
-use crate::environment::duration::{format_duration, parse_duration};
+use crate::environment::duration::format_duration;
 use crate::environment::{
-    Environment, ScoringPlan, discovery, family, files, hardware, prepare, validate,
+    Environment, calibration, discovery, family, hardware, prepare, validate,
 };
 use crate::paths::DataPaths;
-use crate::sandbox::exec::{ExecSpec, exec};
-use crate::scoring::{OUTPUT_LIMIT, ScorerInvocation, run_scorer};
+
+use super::env_calibrate;
 
 #[derive(Debug, Subcommand)]
 pub enum EnvCommand {
@@ -28,6 +27,10 @@ pub enum EnvCommand {
         env: String,
         #[arg(long)]
         profile: Option<String>,
+        /// Skip measuring starting and reference here (timing environments
+        /// otherwise are, for profiles not pinned to a GPU model).
+        #[arg(long)]
+        no_calibrate: bool,
     },
     /// Register a METR Task Standard family folder (or a folder of families):
     /// each of its tasks becomes the environment `<family>/<task>`.
@@ -50,8 +53,27 @@ pub enum EnvCommand {
         profile: Option<String>,
         #[arg(long, default_value_t = 3)]
         runs: u32,
+        /// Store the values with the prepared environment: new sessions on
+        /// this machine normalize with them (and record that they did).
+        #[arg(long)]
+        save: bool,
+    },
+    /// How steady the scores are here: the starting and reference solutions
+    /// scored --runs times each while --busy threads spin (see docs/timing.md).
+    Bench {
+        env: String,
+        #[arg(long)]
+        profile: Option<String>,
+        #[arg(long, default_value_t = 10)]
+        runs: u32,
+        /// Spinning threads beside the scorer (default 1: "the other core is busy").
+        #[arg(long, default_value_t = 1)]
+        busy: usize,
     },
 }
+
+/// Scorer runs per solution when `env prepare` calibrates by itself.
+const PREPARE_CALIBRATION_RUNS: u32 = 5;
 
 pub fn run(command: EnvCommand, paths: &DataPaths, json: bool) -> anyhow::Result<i32> {
     let search = discovery::search_path(&paths.root);
@@ -94,7 +116,7 @@ pub fn run(command: EnvCommand, paths: &DataPaths, json: bool) -> anyhow::Result
         }
         EnvCommand::Show { env } => {
             let env = discovery::resolve(&env, &search)?;
-            show(&env, json)?;
+            show(&env, &paths.root, json)?;
             Ok(0)
         }
         EnvCommand::Validate { path } => {
@@ -143,7 +165,11 @@ pub fn run(command: EnvCommand, paths: &DataPaths, json: bool) -> anyhow::Result
             }
             Ok(0)
         }
-        EnvCommand::Prepare { env, profile } => {
+        EnvCommand::Prepare {
+            env,
+            profile,
+            no_calibrate,
+        } => {
             let env = discovery::resolve(&env, &search)?;
             if let Some(task) = &env.family {
                 let tag = prepare_family(task)?;
@@ -161,6 +187,52 @@ pub fn run(command: EnvCommand, paths: &DataPaths, json: bool) -> anyhow::Result
                 Box::new(std::io::stdout())
             };
             let prepared = prepare::prepare(&env, profile.as_deref(), &paths.root, &mut out)?;
+            if !no_calibrate && calibration::on_prepare(&env, profile.as_deref()) {
+                writeln!(
+                    out,
+                    "{}: measuring starting and reference on this machine ({PREPARE_CALIBRATION_RUNS} runs each; --no-calibrate skips this)",
+                    env.id()
+                )?;
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                let plan = env.scoring(profile.as_deref())?;
+                let measured = runtime.block_on(env_calibrate::measure_both(
+                    &env,
+                    &plan,
+                    &prepared,
+                    PREPARE_CALIBRATION_RUNS,
+                    json,
+                ))?;
+                match measured.both() {
+                    Some((starting, reference)) => {
+                        let file = env_calibrate::save_calibration(
+                            &env,
+                            &plan,
+                            &prepared,
+                            starting,
+                            reference,
+                            PREPARE_CALIBRATION_RUNS,
+                        )?;
+                        writeln!(
+                            out,
+                            "starting = {starting}, reference = {reference} (manifest: {} and {}); saved in {}",
+                            plan.normalizer.starting,
+                            plan.normalizer.reference,
+                            file.display()
+                        )?;
+                    }
+                    None => anyhow::bail!(
+                        "{}: the calibration had no valid run of the {} solution (see above); sessions would clip to the manifest's values. Fix it, or prepare with --no-calibrate",
+                        env.id(),
+                        if measured.starting.is_none() {
+                            "starting"
+                        } else {
+                            "reference"
+                        }
+                    ),
+                }
+            }
             if json {
                 println!("{}", serde_json::to_string(&prepared)?);
             } else {
@@ -168,17 +240,42 @@ pub fn run(command: EnvCommand, paths: &DataPaths, json: bool) -> anyhow::Result
             }
             Ok(0)
         }
-        EnvCommand::Calibrate { env, profile, runs } => {
+        EnvCommand::Bench {
+            env,
+            profile,
+            runs,
+            busy,
+        } => {
             let env = discovery::resolve(&env, &search)?;
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
-            runtime.block_on(calibrate(
+            runtime.block_on(super::env_bench::bench(
+                &env,
+                profile.as_deref(),
+                &paths.root,
+                runs.max(1),
+                busy,
+                json,
+            ))
+        }
+        EnvCommand::Calibrate {
+            env,
+            profile,
+            runs,
+            save,
+        } => {
+            let env = discovery::resolve(&env, &search)?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(env_calibrate::calibrate(
                 &env,
                 profile.as_deref(),
                 &paths.root,
                 runs.max(1),
                 json,
+                save,
             ))
         }
     }
@@ -188,11 +285,24 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
 
-fn show(env: &Environment, json: bool) -> anyhow::Result<()> {
+fn show(env: &Environment, data_dir: &Path, json: bool) -> anyhow::Result<()> {
     let missing = hardware::missing(&env.hardware(), &hardware::HardwareInfo::detect());
     let mut plans = Vec::new();
+    let mut ignored = Vec::new();
     for name in std::iter::once(None).chain(env.profile_names().into_iter().map(Some)) {
-        plans.push(env.scoring(name.as_deref())?);
+        let mut plan = env.scoring(name.as_deref())?;
+        // As a new session here would normalize.
+        let prepared = prepare::prepared_dir(data_dir, env, plan.profile.as_deref());
+        match calibration::find(&prepared, env) {
+            calibration::Found::Usable(c) => {
+                if let Err(why) = calibration::apply(&mut plan, &c) {
+                    ignored.push(why);
+                }
+            }
+            calibration::Found::Ignored(why) => ignored.push(why),
+            calibration::Found::None => {}
+        }
+        plans.push(plan);
     }
     if json {
         let value = serde_json::json!({
@@ -201,7 +311,7 @@ fn show(env: &Environment, json: bool) -> anyhow::Result<()> {
             "instructions": env.instructions_path(), "workspace": env.workspace_dir(),
             "budget": env.manifest.budget, "hardware": env.manifest.hardware,
             "hardware_missing": missing, "default_profile": env.manifest.default_profile,
-            "scoring": plans,
+            "scoring": plans, "calibration_ignored": ignored,
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
@@ -268,190 +378,24 @@ fn show(env: &Environment, json: bool) -> anyhow::Result<()> {
             plan.normalizer.transform,
             format_duration(plan.timeout)
         );
+        if let Some(c) = &plan.calibration {
+            println!(
+                "           measured on {} at {} ({} runs; the manifest says {} → {})",
+                c.host,
+                c.measured_at.format("%Y-%m-%d %H:%M UTC"),
+                c.runs,
+                c.manifest_starting,
+                c.manifest_reference
+            );
+        }
+    }
+    for why in ignored.iter().filter(|_| !json) {
+        println!("  calibration not used: {why}");
     }
     if let Some(d) = &m.default_profile {
         println!("default profile: {d}");
     }
     Ok(())
-}
-
-/// What one calibration scores with: the environment, its plan and its preparation.
-struct Scorer<'a> {
-    env: &'a Environment,
-    plan: &'a ScoringPlan,
-    prepared: &'a prepare::Prepared,
-}
-
-impl Scorer<'_> {
-    async fn run_once(&self, workspace: &Path) -> crate::scoring::ScorerOutcome {
-        // As the server runs it: the allowlisted base and what the manifest grants.
-        let mut env = crate::sandbox::environ::passed_from_here();
-        env.extend(crate::sandbox::environ::granted_from_here(
-            &self.plan.pass_env,
-        ));
-        env.extend(self.plan.scorer_env(&self.env.dir, workspace));
-        env.extend(
-            self.prepared
-                .scorer_env(std::env::var_os("PATH").as_deref()),
-        );
-        let invocation = ScorerInvocation {
-            argv: self.plan.argv(&self.env.dir, workspace),
-            cwd: workspace.to_path_buf(),
-            env,
-            env_clear: true,
-            cgroup: None,
-            timeout: self.plan.timeout,
-            output_limit: OUTPUT_LIMIT,
-        };
-        run_scorer(&invocation).await
-    }
-
-    /// `[calibrate] setup` in `workspace`, as a participant would run it in a
-    /// session shell: the session's environment, no hidden paths. Err = why
-    /// the solution cannot be measured.
-    async fn setup(&self, workspace: &Path, label: &str, json: bool) -> Result<(), String> {
-        let Some(calibrate) = &self.env.manifest.calibrate else {
-            return Ok(());
-        };
-        if !json {
-            eprintln!("{label}: setup `{}`", calibrate.setup);
-        }
-        let spec = ExecSpec {
-            command: calibrate.setup.clone(),
-            cwd: workspace.to_path_buf(),
-            env: {
-                let mut env = crate::sandbox::environ::passed_from_here();
-                env.extend(
-                    self.prepared
-                        .session_env(std::env::var_os("PATH").as_deref()),
-                );
-                env
-            },
-            env_clear: true,
-            prefix: Vec::new(),
-            timeout: parse_duration(&calibrate.timeout).unwrap_or(Duration::from_secs(3600)),
-            output_limit: OUTPUT_LIMIT,
-            stdin: None,
-        };
-        let result = exec(&spec)
-            .await
-            .map_err(|e| format!("setup could not start: {e}"))?;
-        if result.exit_code == Some(0) && !result.timed_out {
-            return Ok(());
-        }
-        let status = if result.timed_out {
-            format!("timed out after {}", calibrate.timeout)
-        } else if let Some(signal) = result.signal {
-            format!("killed by signal {signal}")
-        } else {
-            format!("exit status {}", result.exit_code.unwrap_or(-1))
-        };
-        let output = format!("{}{}", result.stdout, result.stderr);
-        let tail: Vec<&str> = output.lines().rev().take(20).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        Err(format!(
-            "setup `{}` failed ({status}); its last output:\n{}",
-            calibrate.setup,
-            tail.join("\n")
-        ))
-    }
-
-    /// The median valid raw value of `runs` runs, or None when none was valid
-    /// (or the setup failed).
-    async fn measure(&self, workspace: &Path, runs: u32, label: &str, json: bool) -> Option<f64> {
-        if let Err(why) = self.setup(workspace, label, json).await {
-            eprintln!("{label}: {why}");
-            return None;
-        }
-        let mut values = Vec::new();
-        for i in 1..=runs {
-            let outcome = self.run_once(workspace).await;
-            if !json {
-                let shown = if outcome.valid {
-                    format!("{:?}", outcome.raw.unwrap_or(f64::NAN))
-                } else {
-                    format!("INVALID: {}", outcome.message)
-                };
-                eprintln!("{label} run {i}/{runs}: {shown}");
-            }
-            if let Some(raw) = outcome.raw.filter(|_| outcome.valid) {
-                values.push(raw);
-            }
-        }
-        values.sort_by(|a, b| a.total_cmp(b));
-        values.get(values.len() / 2).copied()
-    }
-}
-
-async fn calibrate(
-    env: &Environment,
-    profile: Option<&str>,
-    data_dir: &Path,
-    runs: u32,
-    json: bool,
-) -> anyhow::Result<i32> {
-    let plan = env.scoring(profile)?;
-    let prepared = prepare::check(env, profile, data_dir)?;
-    let scorer = Scorer {
-        env,
-        plan: &plan,
-        prepared: &prepared,
-    };
-    let temp = tempdir()?;
-    let starting_ws = temp.join("starting");
-    files::assemble_workspace(&env.workspace_dir(), Some(&prepared.dir), &starting_ws)
-        .context("copying the starting workspace")?;
-    let starting = scorer.measure(&starting_ws, runs, "starting", json).await;
-    let reference = match env.reference_dir() {
-        Some(reference_dir) => {
-            let reference_ws = temp.join("reference");
-            files::assemble_workspace(&env.workspace_dir(), Some(&prepared.dir), &reference_ws)?;
-            files::overlay_reference(&reference_dir, &reference_ws, plan.profile.as_deref())
-                .context("laying the reference solution over the workspace")?;
-            scorer.measure(&reference_ws, runs, "reference", json).await
-        }
-        None => None,
-    };
-    let _ = std::fs::remove_dir_all(&temp);
-    let profile_name = plan.profile.clone().unwrap_or_else(|| "(base)".into());
-    if json {
-        println!(
-            "{}",
-            serde_json::json!({"env": env.id(), "profile": plan.profile, "runs": runs, "starting": starting, "reference": reference})
-        );
-    } else {
-        println!("measured on this machine, median of {runs} run(s), profile {profile_name}:");
-        println!(
-            "starting = {}",
-            starting.map_or("no valid run".into(), |v| v.to_string())
-        );
-        match (&reference, env.reference_dir()) {
-            (_, None) => println!("reference: the environment has no reference/ folder"),
-            (Some(v), _) => println!("reference = {v}"),
-            (None, _) => println!("reference = no valid run"),
-        }
-        println!(
-            "(manifest now: starting = {}, reference = {})",
-            plan.normalizer.starting, plan.normalizer.reference
-        );
-    }
-    Ok(
-        if starting.is_some() && (reference.is_some() || env.reference_dir().is_none()) {
-            0
-        } else {
-            1
-        },
-    )
-}
-
-fn tempdir() -> anyhow::Result<std::path::PathBuf> {
-    let dir = std::env::temp_dir().join(format!(
-        "rebench-calibrate-{}-{}",
-        std::process::id(),
-        crate::session::ids::new_secret()
-    ));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
 }
 
 /// Registers the family at `path` (or every family in it) in `into` (the

@@ -2,6 +2,8 @@
 //! client (server-side commands) or to local environment tools.
 
 mod attach;
+mod env_bench;
+mod env_calibrate;
 mod env_cmd;
 mod print;
 mod session_cmd;

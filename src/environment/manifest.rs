@@ -170,6 +170,10 @@ pub struct Scoring {
     /// and participant code it runs gets none of them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pass_env: Vec<String>,
+    /// The metric depends on the machine's speed (a timing): `starting` and
+    /// `reference` are measured on each machine (`environment::calibration`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub per_machine: bool,
 }
 
 fn default_transform() -> String {

@@ -5,6 +5,7 @@
 //! This module only reads and checks such folders; running the scorer is the
 //! `scoring` layer's job.
 
+pub mod calibration;
 pub mod discovery;
 pub mod duration;
 pub mod family;
@@ -298,6 +299,7 @@ impl Environment {
             score_at_start: self.family.is_none(),
             score_at_budget_end: self.score_at_budget_end,
             unnormalized: !self.normalized,
+            calibration: None,
         })
     }
 }
@@ -343,6 +345,10 @@ pub struct ScoringPlan {
     /// normalize by): the normalized score is the raw one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unnormalized: bool,
+    /// Set when `starting` and `reference` were measured on this machine
+    /// rather than taken from the manifest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<calibration::CalibrationSource>,
 }
 
 fn yes() -> bool {

@@ -105,10 +105,9 @@ impl Normalizer {
         }
     }
 
-    /// `(T(y) - T(s)) / (T(r) - T(s))`, clipped below at 0 but not above, so
-    /// beating the reference shows as > 1. Lower-is-better metrics need no flag:
-    /// the denominator is then negative.
-    pub fn normalize(&self, raw: f64) -> Option<f64> {
+    /// `(T(y) - T(s)) / (T(r) - T(s))` unclipped: where `raw` lies between
+    /// starting (0) and reference (1), below 0 when worse than the start.
+    pub fn position(&self, raw: f64) -> Option<f64> {
         if !raw.is_finite() {
             return None;
         }
@@ -120,6 +119,14 @@ impl Normalizer {
             return None;
         }
         let score = (y - s) / span;
+        score.is_finite().then_some(score)
+    }
+
+    /// `(T(y) - T(s)) / (T(r) - T(s))`, clipped below at 0 but not above, so
+    /// beating the reference shows as > 1. Lower-is-better metrics need no flag:
+    /// the denominator is then negative.
+    pub fn normalize(&self, raw: f64) -> Option<f64> {
+        let score = self.position(raw)?;
         // Clip below at 0; `<=` also turns the -0.0 of an exact start into 0.0.
         let score = if score <= 0.0 { 0.0 } else { score };
         score.is_finite().then_some(score)

@@ -30,7 +30,7 @@ use crate::store::Store;
 use super::family::{family_image, family_scorer_env};
 use super::host::{Host, OpError, OpResult};
 use super::scoring::{
-    ScorerContainment, ScorerReach, scoring_group_name, scoring_marker, take_score,
+    ScorerContainment, ScorerReach, scoring_group_name, scoring_marker, take_score, use_calibration,
 };
 use super::shells::ShellEnded;
 
@@ -359,6 +359,7 @@ impl Hub {
                     OpError::internal(e)
                 }
             })?;
+        use_calibration(&mut plan, &env, &prepared.dir);
         let budget_ms = match req.budget_s {
             Some(s) if s == 0 || s > crate::environment::duration::MAX_DURATION.as_secs() => {
                 return Err(OpError::new(

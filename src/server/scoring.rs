@@ -158,3 +158,25 @@ pub async fn take_score(
     }
     Ok(entry)
 }
+
+/// Normalizes a new session with the values measured on this machine when
+/// there are some (`environment::calibration`); one that cannot be used is
+/// logged and the manifest's values stand.
+pub fn use_calibration(
+    plan: &mut crate::environment::ScoringPlan,
+    env: &crate::environment::Environment,
+    prepared_dir: &std::path::Path,
+) {
+    use crate::environment::calibration::{Found, apply, find};
+    match find(prepared_dir, env) {
+        Found::None => {}
+        Found::Ignored(why) => {
+            tracing::warn!(env = %env.id(), "calibration not used: {why}");
+        }
+        Found::Usable(calibration) => {
+            if let Err(why) = apply(plan, &calibration) {
+                tracing::warn!(env = %env.id(), "calibration not used: {why}");
+            }
+        }
+    }
+}

@@ -10,24 +10,37 @@ The participant's code never runs in this process and never holds its
 stdout or the clock: a worker process (run through $REBENCH_JAIL, the
 prefix that starts participant code as a session process, inside the
 session's jail when it is isolated) loads solution.py and serves requests
-over its stdin/stdout pipes. For each timed run this scorer starts the
-clock, sends a fresh input, and stops the clock when the last byte of the
-answer is back; the answer is checked here. Nothing the worker says about
-time is believed, and nothing it writes can be taken for our result line.
-Moving a list in and out of a process costs about as much as the function
-itself, so the same round trip is timed, interleaved, with a worker of
-this scorer's own that returns its input, and the raw score is the best
-round trip minus the best baseline round trip.
+over its stdin/stdout pipes.
+
+Measurement (see docs/timing.md in the rebench repository):
+  * A timed call sends only a fresh 8-byte seed. The worker expands it into
+    the input (SHAKE-128, so the input exists nowhere before the clock
+    starts), calls prefix_sum, and sends back the SHA-256 of the answer as
+    int64 bytes; the clock stops when that digest is back, and the digest
+    must equal the one this scorer computed from the same seed. After a
+    mismatch the worker is asked (untimed) for the answer itself, to say
+    where it is wrong. Nothing crosses a pipe in bulk while the clock runs.
+  * A worker of this scorer's own, whose prefix_sum returns its input, does
+    the same call next to each timed call (in alternating order): expanding
+    the seed, the conversions and the digest cost what they cost there, and
+    the raw score is the median of the per-call differences.
+  * Warm-up calls come first (checked, not timed); the garbage collector
+    is off during the calls; the scorer and its workers share one CPU, so
+    that no call waits on a process woken on another core.
+  * The message shows the median, the interquartile range and the number
+    of timed calls; details keep every call's times.
 
 Settings: workspace = argv[1], else $REBENCH_WORKSPACE, else the cwd;
 $PREFIX_SUM_N (array length, default 1000000); $PREFIX_SUM_REPEATS
-(timed runs, each on a new input, default 5).
+(timed calls, each on a new input, default 5); $PREFIX_SUM_WARMUP (untimed
+calls first, default 2).
 """
 
+import hashlib
 import json
 import os
-import random
 import shutil
+import statistics
 import struct
 import subprocess
 import sys
@@ -39,6 +52,8 @@ sys.dont_write_bytecode = True  # leave no __pycache__ in the workspace
 
 DEFAULT_N = 1_000_000
 DEFAULT_REPEATS = 5
+DEFAULT_WARMUP = 2
+DEFAULT_PROCESSES = 3
 
 
 def expected_prefix_sum(xs):
@@ -55,10 +70,19 @@ def expected_prefix_sum(xs):
     return out
 
 
-def random_int32s(rng, n):
+def input_for(seed, n):
+    """The n int32 values a seed stands for (the worker expands it alike)."""
     values = array("i")
-    values.frombytes(rng.randbytes(4 * n))
+    values.frombytes(hashlib.shake_128(seed).digest(4 * n))
     return values
+
+
+def digest_of(answer):
+    """SHA-256 of an answer as little-endian int64s."""
+    if sys.byteorder != "little":
+        answer = array("q", answer)
+        answer.byteswap()
+    return hashlib.sha256(answer).digest()
 
 
 def first_mismatch(expected, got):
@@ -78,12 +102,15 @@ def env_int(name, default, minimum):
     return value
 
 
-# The worker: argv = [workspace]. fd 1 becomes the participant's stderr and
-# the protocol goes to a private copy of the original stdout. Replies: b"R"
-# once loaded; per request (8-byte n, then n int32) b"O" + n int64, or
-# b"E" + 4-byte length + a JSON error, after which it exits.
+# The worker: argv = [workspace, n, cpu]. fd 1 becomes the participant's
+# stderr and the protocol goes to a private copy of the original stdout.
+# Replies: b"R" once loaded. Requests: b"S" + an 8-byte seed (a call: the
+# input is expanded from the seed; reply b"O" + the answer's 32-byte
+# SHA-256 as int64 bytes), b"L" (reply b"O" + the last answer as n int64,
+# to show a mismatch). b"E" + 4-byte length + a JSON error, after which it
+# exits.
 WORKER = r"""
-import json, importlib.util, os, struct, sys, traceback
+import gc, hashlib, json, importlib.util, os, struct, sys, traceback
 from array import array
 sys.dont_write_bytecode = True
 proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
@@ -105,7 +132,11 @@ def fail(error, **extra):
     proto_out.write(b"E" + struct.pack("<I", len(data)) + data)
     sys.stderr.flush()
     os._exit(0)
-workspace = sys.argv[1]
+workspace, n, cpu = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+try:
+    os.sched_setaffinity(0, {cpu})  # the scorer's CPU (a container may not have it)
+except (AttributeError, OSError, ValueError):
+    pass
 try:
     sys.path.insert(0, workspace)
     path = os.path.join(workspace, "solution.py")
@@ -119,22 +150,32 @@ try:
         raise AttributeError("solution.py does not define prefix_sum(xs)")
 except Exception as e:
     fail(f"could not load solution.py: {type(e).__name__}: {e}", traceback=traceback.format_exc())
+gc.collect()
+gc.disable()
 proto_out.write(b"R")
+last = array("q")
 while True:
-    (n,) = struct.unpack("<Q", read_exactly(8))
+    kind = read_exactly(1)
+    if kind == b"L":
+        proto_out.write(b"O" + last.tobytes())
+        continue
+    seed = read_exactly(8)
     xs = array("i")
-    xs.frombytes(read_exactly(4 * n))
+    xs.frombytes(hashlib.shake_128(seed).digest(4 * n))
+    xs = xs.tolist()
     try:
-        got = fn(xs.tolist())
+        got = fn(xs)
     except Exception as e:
         fail(f"prefix_sum raised {type(e).__name__}: {e}", traceback=traceback.format_exc())
     if type(got) is not list:
         fail(f"wrong answer: prefix_sum must return a list, got {type(got).__name__}")
     try:
-        out = array("q", got)
+        last = array("q", got)
     except (TypeError, OverflowError) as e:
         fail(f"wrong answer: values must be int64 integers ({e})")
-    proto_out.write(b"O" + out.tobytes())
+    if sys.byteorder != "little":
+        last.byteswap()
+    proto_out.write(b"O" + hashlib.sha256(last).digest())
 """
 
 
@@ -184,12 +225,12 @@ def session_python(prefix):
     return "python3" if prefix else sys.executable
 
 
-def start_worker(folder, prefix):
+def start_worker(folder, prefix, n, cpu):
     """The worker serving `folder`/solution.py, started through `prefix`."""
     # None of rebench's variables (the jail's launcher drops them anyway).
     env = {k: v for k, v in os.environ.items() if not k.startswith("REBENCH_")}
     worker = subprocess.Popen(
-        prefix + [session_python(prefix), "-B", "-c", WORKER, folder],
+        prefix + [session_python(prefix), "-B", "-c", WORKER, folder, str(n), str(cpu)],
         cwd=folder,
         env=env,
         stdin=subprocess.PIPE,
@@ -202,20 +243,48 @@ def start_worker(folder, prefix):
     return worker
 
 
-def round_trip(worker, xs):
-    """(ms, answer): timed here, from the first byte of the input sent to
-    the last byte of the answer received."""
-    request = struct.pack("<Q", len(xs)) + xs.tobytes()
+def timed_call(worker, seed):
+    """(ms, digest): timed here, from the seed sent to the digest received."""
+    request = b"S" + seed
     start = perf_counter()
     worker.stdin.write(request)
     worker.stdin.flush()
     if read_reply(worker.stdout) != b"O":
         raise WorkerFailed("the solution's process broke the protocol")
-    data = read_exactly(worker.stdout, 8 * len(xs))
-    elapsed = perf_counter() - start
+    digest = read_exactly(worker.stdout, 32)
+    return (perf_counter() - start) * 1000.0, digest
+
+
+def last_answer(worker, n):
+    """The worker's last answer (untimed), to say where it is wrong."""
+    worker.stdin.write(b"L")
+    worker.stdin.flush()
+    if read_reply(worker.stdout) != b"O":
+        raise WorkerFailed("the solution's process broke the protocol")
     got = array("q")
-    got.frombytes(data)
-    return elapsed * 1000.0, got
+    got.frombytes(read_exactly(worker.stdout, 8 * n))
+    if sys.byteorder != "little":
+        got.byteswap()
+    return got
+
+
+def scorer_cpu():
+    """One CPU of those this process may use (the last: the first tends to
+    take interrupts); the scorer and its workers run there."""
+    try:
+        cpu = max(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpu})
+        return cpu
+    except (AttributeError, OSError):
+        return -1
+
+
+def quartiles(values):
+    """(first quartile, median, third quartile)."""
+    if len(values) == 1:
+        return values[0], values[0], values[0]
+    q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, median, q3
 
 
 # The baseline: the same worker serving a solution that returns its input,
@@ -228,52 +297,90 @@ IDENTITY = "def prefix_sum(xs):\n    return xs\n"
 FLOOR_MS = 0.001
 
 
-def score(workspace, n, repeats):
-    seed = int.from_bytes(os.urandom(8), "little")
-    rng = random.Random(seed)
-    # Inputs and answers exist before any participant code runs.
-    inputs = [random_int32s(rng, n) for _ in range(repeats)]
-    answers = [expected_prefix_sum(xs) for xs in inputs]
-    details = {"n": n, "repeats": repeats, "seed": seed, "workspace": workspace}
-    prefix = json.loads(os.environ["REBENCH_JAIL"]) if os.environ.get("REBENCH_JAIL") else []
-    details["runner"] = "REBENCH_JAIL" if prefix else "direct"
-
+def measure_in_one_process(workspace, prefix, n, cpu, seeds, digests, warmup):
+    """One candidate worker and one baseline worker, started fresh: their
+    paired calls' times (ms), the warm-up calls left out. Raises
+    WorkerFailed for a wrong answer or a broken worker."""
     baseline_dir = tempfile.mkdtemp(prefix="prefix-sum-baseline-")
     workers = []
     try:
         with open(os.path.join(baseline_dir, "solution.py"), "w") as f:
             f.write(IDENTITY)
-        baseline = start_worker(baseline_dir, [])
+        baseline = start_worker(baseline_dir, [], n, cpu)
         workers.append(baseline)
-        worker = start_worker(workspace, prefix)
+        worker = start_worker(workspace, prefix, n, cpu)
         workers.append(worker)
         times_ms, baseline_ms = [], []
-        for run, (xs, answer) in enumerate(zip(inputs, answers)):
+        for call, (seed, digest) in enumerate(zip(seeds, digests)):
             # Interleaved, in alternating order, so that the machine's pace
             # at the moment affects both alike.
-            if run % 2:
-                took, got = round_trip(worker, xs)
-                base, _ = round_trip(baseline, xs)
+            if call % 2:
+                took, got = timed_call(worker, seed)
+                base, _ = timed_call(baseline, seed)
             else:
-                base, _ = round_trip(baseline, xs)
-                took, got = round_trip(worker, xs)
-            if got != answer:
-                details["failed_run"] = run
-                raise WorkerFailed(first_mismatch(answer, got) or "wrong answer")
-            times_ms.append(took)
-            baseline_ms.append(base)
-    except (WorkerFailed, BrokenPipeError) as e:
-        details.update(getattr(e, "details", {}))
-        message = str(e) if isinstance(e, WorkerFailed) else "the solution's process exited before answering"
-        return {"raw": None, "message": {"error": message}, "details": details}
+                base, _ = timed_call(baseline, seed)
+                took, got = timed_call(worker, seed)
+            if got != digest:
+                expected = expected_prefix_sum(input_for(seed, n))
+                answer = last_answer(worker, n)
+                raise WorkerFailed(first_mismatch(expected, answer) or "wrong answer", {"failed_seed": seed.hex()})
+            # The first calls warm allocators and caches: checked, not timed.
+            if call >= warmup:
+                times_ms.append(took)
+                baseline_ms.append(base)
+        return times_ms, baseline_ms
+    except BrokenPipeError:
+        raise WorkerFailed("the solution's process exited before answering")
     finally:
         for w in workers:
             w.kill()
             w.wait()
         shutil.rmtree(baseline_dir, ignore_errors=True)
-    best = max(min(times_ms) - min(baseline_ms), FLOOR_MS)
-    details.update(times_ms=times_ms, baseline_ms=baseline_ms)
-    message = {"ms": round(best, 3), "n": n, "round_trip_ms": round(min(times_ms), 3), "transfer_ms": round(min(baseline_ms), 3)}
+
+
+def score(workspace, n, repeats, warmup, processes):
+    calls = warmup + repeats
+    seeds = [os.urandom(8) for _ in range(processes * calls)]
+    # Answers exist before any participant code runs.
+    digests = [digest_of(expected_prefix_sum(input_for(seed, n))) for seed in seeds]
+    details = {"n": n, "repeats": repeats, "warmup": warmup, "processes": processes, "workspace": workspace}
+    prefix = json.loads(os.environ["REBENCH_JAIL"]) if os.environ.get("REBENCH_JAIL") else []
+    details["runner"] = "REBENCH_JAIL" if prefix else "direct"
+    cpu = scorer_cpu()
+    details["cpu"] = cpu
+    per_process = []
+    try:
+        for p in range(processes):
+            part = slice(p * calls, (p + 1) * calls)
+            per_process.append(measure_in_one_process(workspace, prefix, n, cpu, seeds[part], digests[part], warmup))
+    except WorkerFailed as e:
+        details.update(e.details)
+        return {"raw": None, "message": {"error": str(e)}, "details": details}
+    # Each call against the baseline call next to it. The machine's noise
+    # only ever adds time and comes in stretches (another process, another
+    # virtual machine on the host) that can cover half a process's calls:
+    # the first quartile of a process's differences is its undisturbed
+    # time. A whole process can be slow (where its memory landed), so
+    # several are measured and the median of theirs is the score.
+    differences = [[t - b for t, b in zip(times, base)] for times, base in per_process]
+    firsts = [quartiles(d)[0] for d in differences]
+    best = max(statistics.median(firsts), FLOOR_MS)
+    every = [d for process in differences for d in process]
+    q1, median, q3 = quartiles(every)
+    details.update(
+        times_ms=[times for times, _ in per_process],
+        baseline_ms=[base for _, base in per_process],
+        process_ms=firsts,
+    )
+    message = {
+        "ms": round(best, 3),
+        "median_ms": round(median, 3),
+        "iqr_ms": [round(q1, 3), round(q3, 3)],
+        "calls": processes * repeats,
+        "processes": processes,
+        "n": n,
+        "overhead_ms": round(statistics.median(b for _, base in per_process for b in base), 3),
+    }
     return {"raw": best, "message": message, "details": details}
 
 
@@ -286,10 +393,12 @@ def main():
     try:
         n = env_int("PREFIX_SUM_N", DEFAULT_N, 1)
         repeats = env_int("PREFIX_SUM_REPEATS", DEFAULT_REPEATS, 1)
+        warmup = env_int("PREFIX_SUM_WARMUP", DEFAULT_WARMUP, 0)
+        processes = env_int("PREFIX_SUM_PROCESSES", DEFAULT_PROCESSES, 1)
     except ValueError as e:
         result = {"raw": None, "message": {"error": f"bad scorer settings: {e}"}, "details": {}}
     else:
-        result = score(workspace, n, repeats)
+        result = score(workspace, n, repeats, warmup, processes)
     print(json.dumps(result), flush=True)
     sys.stderr.flush()
     # Skip atexit hooks and lingering threads the solution may have started,

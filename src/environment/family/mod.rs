@@ -202,6 +202,7 @@ impl Family {
                 visible: task_manifest.scoring.visible_to_agent.unwrap_or(true),
                 protected: Vec::new(),
                 pass_env: Vec::new(),
+                per_machine: false,
             },
             profiles: BTreeMap::new(),
             prepare: None,
