@@ -20,10 +20,15 @@ Measurement (see docs/timing.md in the rebench repository):
     must equal the one this scorer computed from the same seed. After a
     mismatch the worker is asked (untimed) for the answer itself, to say
     where it is wrong. Nothing crosses a pipe in bulk while the clock runs.
-  * A worker of this scorer's own, whose prefix_sum returns its input, does
-    the same call next to each timed call (in alternating order): expanding
-    the seed, the conversions and the digest cost what they cost there, and
-    the raw score is the median of the per-call differences.
+  * Each worker process's first quartile of its timed calls is its
+    undisturbed time; the raw score is the median of those over
+    $PREFIX_SUM_PROCESSES fresh processes.
+  * No yardstick is timed in the same run to subtract or divide out: the
+    participant's code knows when it runs, so it could slow any yardstick
+    selectively (a process of theirs spinning whenever their call is not
+    running) and make itself look faster. Noise can only add time here.
+    Machine speed is cancelled by calibration instead (`rebench env
+    prepare` measures starting and reference on the machine).
   * Warm-up calls come first (checked, not timed); the garbage collector
     is off during the calls; the scorer and its workers share one CPU, so
     that no call waits on a process woken on another core.
@@ -33,18 +38,17 @@ Measurement (see docs/timing.md in the rebench repository):
 Settings: workspace = argv[1], else $REBENCH_WORKSPACE, else the cwd;
 $PREFIX_SUM_N (array length, default 1000000); $PREFIX_SUM_REPEATS
 (timed calls, each on a new input, default 5); $PREFIX_SUM_WARMUP (untimed
-calls first, default 2).
+calls first, default 2); $PREFIX_SUM_PROCESSES (fresh worker processes,
+default 3).
 """
 
 import hashlib
 import json
 import os
-import shutil
 import statistics
 import struct
 import subprocess
 import sys
-import tempfile
 from array import array
 from time import perf_counter
 
@@ -287,39 +291,14 @@ def quartiles(values):
     return q1, median, q3
 
 
-# The baseline: the same worker serving a solution that returns its input,
-# run by this scorer itself (not through REBENCH_JAIL: nothing of the
-# participant's can reach or see it). Its round trip is the cost of moving
-# the data in and out of a worker, which the participant cannot change.
-IDENTITY = "def prefix_sum(xs):\n    return xs\n"
-# A solution measured at or below the baseline scores as this (a log
-# transform needs a positive time).
-FLOOR_MS = 0.001
-
-
 def measure_in_one_process(workspace, prefix, n, cpu, seeds, digests, warmup):
-    """One candidate worker and one baseline worker, started fresh: their
-    paired calls' times (ms), the warm-up calls left out. Raises
-    WorkerFailed for a wrong answer or a broken worker."""
-    baseline_dir = tempfile.mkdtemp(prefix="prefix-sum-baseline-")
-    workers = []
+    """One worker, started fresh: its calls' times (ms), the warm-up calls
+    left out. Raises WorkerFailed for a wrong answer or a broken worker."""
+    worker = start_worker(workspace, prefix, n, cpu)
     try:
-        with open(os.path.join(baseline_dir, "solution.py"), "w") as f:
-            f.write(IDENTITY)
-        baseline = start_worker(baseline_dir, [], n, cpu)
-        workers.append(baseline)
-        worker = start_worker(workspace, prefix, n, cpu)
-        workers.append(worker)
-        times_ms, baseline_ms = [], []
+        times_ms = []
         for call, (seed, digest) in enumerate(zip(seeds, digests)):
-            # Interleaved, in alternating order, so that the machine's pace
-            # at the moment affects both alike.
-            if call % 2:
-                took, got = timed_call(worker, seed)
-                base, _ = timed_call(baseline, seed)
-            else:
-                base, _ = timed_call(baseline, seed)
-                took, got = timed_call(worker, seed)
+            took, got = timed_call(worker, seed)
             if got != digest:
                 expected = expected_prefix_sum(input_for(seed, n))
                 answer = last_answer(worker, n)
@@ -327,15 +306,12 @@ def measure_in_one_process(workspace, prefix, n, cpu, seeds, digests, warmup):
             # The first calls warm allocators and caches: checked, not timed.
             if call >= warmup:
                 times_ms.append(took)
-                baseline_ms.append(base)
-        return times_ms, baseline_ms
+        return times_ms
     except BrokenPipeError:
         raise WorkerFailed("the solution's process exited before answering")
     finally:
-        for w in workers:
-            w.kill()
-            w.wait()
-        shutil.rmtree(baseline_dir, ignore_errors=True)
+        worker.kill()
+        worker.wait()
 
 
 def score(workspace, n, repeats, warmup, processes):
@@ -356,22 +332,18 @@ def score(workspace, n, repeats, warmup, processes):
     except WorkerFailed as e:
         details.update(e.details)
         return {"raw": None, "message": {"error": str(e)}, "details": details}
-    # Each call against the baseline call next to it. The machine's noise
-    # only ever adds time and comes in stretches (another process, another
-    # virtual machine on the host) that can cover half a process's calls:
-    # the first quartile of a process's differences is its undisturbed
-    # time. A whole process can be slow (where its memory landed), so
-    # several are measured and the median of theirs is the score.
-    differences = [[t - b for t, b in zip(times, base)] for times, base in per_process]
-    firsts = [quartiles(d)[0] for d in differences]
-    best = max(statistics.median(firsts), FLOOR_MS)
-    every = [d for process in differences for d in process]
+    # Noise only ever adds time, and it comes in stretches (another
+    # process, another virtual machine on the host) that can cover half a
+    # process's calls: the first quartile of a process's calls is its
+    # undisturbed time. A whole process can be slow (where its memory
+    # landed), so several are measured and the median of theirs is the
+    # score. Nothing measured in this run is taken off or divided out (see
+    # the module's doc): machine speed is what per-machine calibration is for.
+    firsts = [quartiles(times)[0] for times in per_process]
+    best = statistics.median(firsts)
+    every = [t for times in per_process for t in times]
     q1, median, q3 = quartiles(every)
-    details.update(
-        times_ms=[times for times, _ in per_process],
-        baseline_ms=[base for _, base in per_process],
-        process_ms=firsts,
-    )
+    details.update(times_ms=per_process, process_ms=firsts)
     message = {
         "ms": round(best, 3),
         "median_ms": round(median, 3),
@@ -379,7 +351,6 @@ def score(workspace, n, repeats, warmup, processes):
         "calls": processes * repeats,
         "processes": processes,
         "n": n,
-        "overhead_ms": round(statistics.median(b for _, base in per_process for b in base), 3),
     }
     return {"raw": best, "message": message, "details": details}
 
