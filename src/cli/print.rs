@@ -124,6 +124,9 @@ fn session_raw(v: &SessionView) -> String {
     } else if !v.visible {
         out.push_str("final score: hidden\n");
     }
+    if let Some(n) = &v.normalization {
+        out.push_str(&normalization_line(n, &v.unit));
+    }
     if !v.pauses.is_empty() {
         out.push_str("pauses:\n");
         for p in &v.pauses {
@@ -167,6 +170,26 @@ fn session_raw(v: &SessionView) -> String {
         }
     }
     out
+}
+
+/// "normalized with starting 17.4 ms, reference 13.3 ms (measured on HOST …)".
+fn normalization_line(n: &crate::protocol::NormalizationView, unit: &str) -> String {
+    let source = match &n.calibration {
+        Some(c) => format!(
+            "measured on {} at {} ({} runs; the manifest says {} and {})",
+            c.host,
+            c.measured_at.format("%Y-%m-%d %H:%M UTC"),
+            c.runs,
+            number(Some(c.manifest_starting)),
+            number(Some(c.manifest_reference))
+        ),
+        None => "the manifest's".to_string(),
+    };
+    format!(
+        "normalized with starting {} {unit}, reference {} {unit}: {source}\n",
+        number(Some(n.starting)),
+        number(Some(n.reference))
+    )
 }
 
 fn sessions_table_raw(views: &[SessionView]) -> String {

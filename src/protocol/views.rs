@@ -175,11 +175,25 @@ pub struct SessionView {
     /// normalized score go to the better raw value.
     #[serde(default)]
     pub lower_is_better: bool,
+    /// The `starting` and `reference` its scores are normalized with, and
+    /// where they came from (hidden with the scores).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub normalization: Option<NormalizationView>,
     /// Omitted in `sessions` listings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scores: Option<Vec<ScoreView>>,
     #[serde(rename = "final")]
     pub final_score: Option<FinalScore>,
+}
+
+/// A session's normalization values: the manifest's, or measured on the
+/// machine (`calibration`, docs/timing.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NormalizationView {
+    pub starting: f64,
+    pub reference: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<crate::environment::calibration::CalibrationSource>,
 }
 
 impl SessionView {
@@ -274,6 +288,11 @@ impl SessionView {
             unnormalized: meta.scoring.unnormalized,
             lower_is_better: meta.scoring.normalizer.lower_is_better(),
             manifest_hash: meta.manifest_hash.clone(),
+            normalization: (show_values && !meta.scoring.unnormalized).then(|| NormalizationView {
+                starting: meta.scoring.normalizer.starting,
+                reference: meta.scoring.normalizer.reference,
+                calibration: meta.scoring.calibration.clone(),
+            }),
             scores: with_scores.then(|| {
                 state
                     .scores
