@@ -53,8 +53,13 @@ fn score(
     torch_env::score(&env_dir(), plan, ready, ws, protected_at_start, &[])
 }
 
+/// The smoke plan with one timed run per score (the profile's three are
+/// tested once, in `starting_scores_about_zero_and_reference_about_one`).
 fn smoke_plan(env: &Environment) -> ScoringPlan {
-    env.scoring(Some(PROFILE)).unwrap()
+    let mut plan = env.scoring(Some(PROFILE)).unwrap();
+    plan.env
+        .insert("OPTIMIZE_LLM_FOUNDRY_RUNS".into(), "1".into());
+    plan
 }
 
 /// Scores `ws` with its protected files hashed as they are now.
@@ -119,7 +124,7 @@ fn bundled_environment_validates() {
 fn starting_scores_about_zero_and_reference_about_one() {
     let Some(ready) = prepared() else { return };
     let env = environment();
-    let plan = smoke_plan(&env);
+    let plan = env.scoring(Some(PROFILE)).unwrap();
     let tol = tolerance(ready);
 
     let (_a, start_ws) = session_workspace(&env, ready, false);
@@ -141,6 +146,17 @@ fn starting_scores_about_zero_and_reference_about_one() {
         l1(&reference, "l1"),
         l1(&reference, "probe_l1"),
     ));
+    // Three timed runs each, the fastest scored, their spread shown.
+    for outcome in [&start, &reference] {
+        let runs = outcome.scorer_message["runs_s"].as_array().unwrap();
+        assert_eq!(runs.len(), 3, "{:?}", outcome.scorer_message);
+        let fastest = runs
+            .iter()
+            .filter_map(|r| r.as_f64())
+            .fold(f64::MAX, f64::min);
+        assert!((fastest - outcome.raw.unwrap()).abs() < 0.001);
+        assert!(outcome.scorer_message["spread_s"].as_f64().unwrap() >= 0.0);
+    }
     // The starting script computes the reference weights itself (bitwise).
     assert_eq!(l1(&start, "l1"), 0.0);
     assert_eq!(l1(&start, "probe_l1"), 0.0);

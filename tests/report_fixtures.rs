@@ -592,6 +592,9 @@ async fn run_reads_export_files_and_writes_a_plot() {
         "humans",
         "agents",
         "32h",
+        // Every point of score over time says how many runs it stands on.
+        "\nn=",
+        "where n falls",
     ] {
         assert!(svg.contains(text), "the plot lacks {text:?}");
     }
@@ -757,4 +760,92 @@ fn score_over_time_shows_its_run_counts() {
         agents_kernel.contains("n=3") && agents_kernel.contains("n=2"),
         "{agents_kernel}"
     );
+}
+
+/// Issue 19: runs whose record shows an alert (a score refused for a
+/// changed protected file, a crash-recovery pause) can be left out by
+/// kind, and every output says how many were.
+#[test]
+fn alert_filters_leave_runs_out_and_say_how_many() {
+    let mut records = load_export_files(&fixture_files("baseline")).unwrap();
+    for record in &mut records {
+        let view = &mut record.view;
+        match view.id.as_str() {
+            "h1" => {
+                let scores = view.scores.as_mut().unwrap();
+                let mut refused = scores.last().unwrap().clone();
+                refused.seq += 1;
+                refused.valid = Some(false);
+                refused.normalized = None;
+                refused.message = "protected file changed: score.py".into();
+                scores.push(refused);
+            }
+            "h2" => view.pauses.push(rebench::protocol::PauseView {
+                reason: "crash_recovery".into(),
+                by: "system".into(),
+                note: None,
+                start: view.started_at.unwrap(),
+                end: view.ended_at,
+            }),
+            _ => {}
+        }
+    }
+    let shown: Vec<Vec<&str>> = records
+        .iter()
+        .filter(|r| ["h1", "h2", "h3"].contains(&r.view.id.as_str()))
+        .map(rebench::report::record_alerts)
+        .collect();
+    assert!(shown.contains(&vec!["protected_file"]), "{shown:?}");
+    assert!(shown.contains(&vec!["crash_recovery"]), "{shown:?}");
+
+    let all = report_from_records(&records, &RunFilter::default(), &options()).unwrap();
+    assert_eq!(all.runs, 7);
+    assert!(!all.notes.iter().any(|n| n.starts_with("EXCLUDED by alert")));
+
+    let filter = |alerts: &[&str]| RunFilter {
+        exclude_alerts: alerts.iter().map(|a| a.to_string()).collect(),
+        ..RunFilter::default()
+    };
+    let no_tamper =
+        report_from_records(&records, &filter(&["protected_file"]), &options()).unwrap();
+    assert_eq!(no_tamper.runs, 6);
+    assert!(
+        no_tamper.notes.contains(
+            &"EXCLUDED by alert (protected_file): 1 run(s) (protected_file: 1)".to_string()
+        ),
+        "{:?}",
+        no_tamper.notes
+    );
+    let neither = report_from_records(
+        &records,
+        &filter(&["protected_file", "crash_recovery"]),
+        &options(),
+    )
+    .unwrap();
+    assert_eq!(neither.runs, 5);
+    // The note is in every output format, with a zero when nothing matched.
+    let clean = report_from_records(
+        &load_export_files(&fixture_files("baseline")).unwrap(),
+        &filter(&["crash_recovery"]),
+        &options(),
+    )
+    .unwrap();
+    assert_eq!(clean.runs, 7);
+    assert!(
+        clean
+            .notes
+            .contains(&"EXCLUDED by alert (crash_recovery): 0 run(s)".to_string()),
+        "{:?}",
+        clean.notes
+    );
+    for format in [Format::Table, Format::Markdown, Format::Json] {
+        let text = rebench::report::render(&neither, format);
+        assert!(text.contains("EXCLUDED by alert"), "{format:?}: {text}");
+    }
+    // An unknown kind is refused on the command line, naming the known ones.
+    let err = Cli::try_parse_from(["report", "--exclude-alert", "idle"])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("protected_file, crash_recovery"), "{err}");
 }

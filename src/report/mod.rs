@@ -28,7 +28,9 @@ use crate::paths::DataPaths;
 pub use analysis::{ReportOptions, build_report};
 pub use format::{Format, render};
 pub use model::Report;
-pub use runs::{Run, RunFilter, RunKind, SessionRecord, load_export_files, parse_export};
+pub use runs::{
+    Run, RunFilter, RunKind, SessionRecord, load_export_files, parse_export, record_alerts,
+};
 
 /// The default `--seed`: any fixed value makes reports reproducible.
 pub const DEFAULT_SEED: u64 = 2411_15114;
@@ -81,6 +83,11 @@ pub struct ReportArgs {
     /// Leave out runs a proctor ended (disqualified, say).
     #[arg(long)]
     pub exclude_ended_by_proctor: bool,
+    /// Leave out runs whose record shows these alerts (comma-separated):
+    /// protected_file (a score refused for a changed protected file),
+    /// crash_recovery (paused by a server crash).
+    #[arg(long, value_name = "ALERTS", value_delimiter = ',', value_parser = parse_alert)]
+    pub exclude_alert: Vec<String>,
     /// Pool runs of different versions of an environment (by default only
     /// the version with the most runs is compared, and a note says so).
     #[arg(long)]
@@ -100,6 +107,7 @@ impl ReportArgs {
             since: self.since,
             end_reasons: self.only.clone(),
             exclude_ended_by_proctor: self.exclude_ended_by_proctor,
+            exclude_alerts: self.exclude_alert.clone(),
             any_version: self.any_version,
         }
     }
@@ -151,6 +159,7 @@ pub fn report_from_records(
     let mut duplicates = 0;
     let mut runs = Vec::new();
     let mut excluded: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut excluded_alerts: std::collections::BTreeMap<&str, usize> = Default::default();
     for record in records {
         if !seen.insert(record.view.id.as_str()) {
             duplicates += 1;
@@ -161,6 +170,10 @@ pub fn report_from_records(
         }
         if !filter.ends_as_asked(&record.view) {
             *excluded.entry(runs::end_label(&record.view)).or_default() += 1;
+            continue;
+        }
+        if let Some(alert) = filter.excluded_alert(record) {
+            *excluded_alerts.entry(alert).or_default() += 1;
             continue;
         }
         if let Some(run) = Run::from_record(record)? {
@@ -193,6 +206,22 @@ pub fn report_from_records(
         let by: Vec<String> = excluded.iter().map(|(r, n)| format!("{r}: {n}")).collect();
         report.notes.push(format!(
             "EXCLUDED by how they ended: {left_out} run(s){}",
+            if by.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", by.join(", "))
+            }
+        ));
+    }
+    if !filter.exclude_alerts.is_empty() {
+        let left_out: usize = excluded_alerts.values().sum();
+        let by: Vec<String> = excluded_alerts
+            .iter()
+            .map(|(a, n)| format!("{a}: {n}"))
+            .collect();
+        report.notes.push(format!(
+            "EXCLUDED by alert ({}): {left_out} run(s){}",
+            filter.exclude_alerts.join(", "),
             if by.is_empty() {
                 String::new()
             } else {
@@ -284,6 +313,18 @@ fn check_environments(
             .join(", "),
         all.into_iter().collect::<Vec<_>>().join(", ")
     )
+}
+
+fn parse_alert(text: &str) -> Result<String, String> {
+    let text = text.trim().replace('-', "_");
+    if runs::RECORD_ALERTS.contains(&text.as_str()) {
+        Ok(text)
+    } else {
+        Err(format!(
+            "unknown alert {text:?} (expected {})",
+            runs::RECORD_ALERTS.join(", ")
+        ))
+    }
 }
 
 fn parse_end(text: &str) -> Result<String, String> {

@@ -62,18 +62,25 @@ fn draw(report: &Report, root: &Area) -> DrawResult {
         report.runs
     );
     root.draw(&Text::new(title, (20, 12), (FONT, 18).into_font()))?;
-    let footnote = format!(
-        "Bands and bars: {:.0}% percentile-bootstrap intervals ({} resamples, seed {}). \
-         Score at t averages runs of budget >= t; overall = mean over environments.",
-        report.confidence * 100.0,
-        report.resamples,
-        report.seed
-    );
-    root.draw(&Text::new(
-        footnote,
-        (20, HEIGHT as i32 - 22),
-        (FONT, 12).into_font().color(&BLACK.mix(0.7)),
-    ))?;
+    let footnotes = [
+        format!(
+            "Bands and bars: {:.0}% percentile-bootstrap intervals ({} resamples, seed {}); \
+             overall = mean over environments.",
+            report.confidence * 100.0,
+            report.resamples,
+            report.seed
+        ),
+        "Score at t averages runs of budget >= t; n = the runs at each point \
+         (where n falls, shorter runs left the average: the set changed, not the runs' scores)."
+            .to_string(),
+    ];
+    for (line, text) in footnotes.into_iter().enumerate() {
+        root.draw(&Text::new(
+            text,
+            (20, HEIGHT as i32 - 36 + 16 * line as i32),
+            (FONT, 12).into_font().color(&BLACK.mix(0.7)),
+        ))?;
+    }
     if let Some(message) = &report.message {
         let centered =
             TextStyle::from((FONT, 24).into_font()).pos(Pos::new(HPos::Center, VPos::Center));
@@ -84,7 +91,7 @@ fn draw(report: &Report, root: &Area) -> DrawResult {
         ))?;
         return Ok(());
     }
-    let body = root.margin(40, 30, 10, 10);
+    let body = root.margin(40, 44, 10, 10);
     let (left, right) = body.split_horizontally(WIDTH * 11 / 20);
     let top = y_top(report);
     draw_timeline(report, &left, top)?;
@@ -169,6 +176,16 @@ fn draw_timeline(report: &Report, area: &Area, top: f64) -> DrawResult {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
             });
         chart.draw_series(line.into_iter().map(|p| Circle::new(p, 3, color.filled())))?;
+        // How many runs each point stands on; where it falls, the set of
+        // eligible runs changed (shorter runs dropped out), not the score.
+        let small = (FONT, 11).into_font().color(&color);
+        chart.draw_series(rows.iter().map(|r| {
+            Text::new(
+                format!("n={}", r.runs),
+                (position(r.time_s), r.mean.value),
+                small.clone().pos(Pos::new(HPos::Center, VPos::Bottom)),
+            )
+        }))?;
     }
     chart
         .configure_series_labels()

@@ -130,8 +130,42 @@ pub struct RunFilter {
     /// have not); empty: any.
     pub end_reasons: Vec<String>,
     pub exclude_ended_by_proctor: bool,
+    /// Leave out runs whose record shows one of these alerts (`RECORD_ALERTS`).
+    pub exclude_alerts: Vec<String>,
     /// Pool runs of different versions of an environment.
     pub any_version: bool,
+}
+
+/// Alerts a finished run's record shows (as the proctor's `PROTECTED` and
+/// `CRASH`): a score entry refused for a changed, missing or unreadable
+/// protected file; a pause for crash recovery.
+pub const RECORD_ALERTS: [&str; 2] = ["protected_file", "crash_recovery"];
+
+/// The `RECORD_ALERTS` a session's record shows.
+pub fn record_alerts(record: &SessionRecord) -> Vec<&'static str> {
+    let protected = |message: &str| message.starts_with("protected file");
+    let protected_file = match &record.view.scores {
+        Some(scores) => scores
+            .iter()
+            .any(|s| s.valid == Some(false) && protected(&s.message)),
+        None => record.events.iter().any(|e| {
+            e.get("type").and_then(Value::as_str) == Some("scored")
+                && e.pointer("/entry/valid").and_then(Value::as_bool) == Some(false)
+                && e.pointer("/entry/message")
+                    .and_then(Value::as_str)
+                    .is_some_and(protected)
+        }),
+    };
+    let crash_recovery = record
+        .view
+        .pauses
+        .iter()
+        .any(|p| p.reason == "crash_recovery");
+    RECORD_ALERTS
+        .into_iter()
+        .zip([protected_file, crash_recovery])
+        .filter_map(|(kind, shown)| shown.then_some(kind))
+        .collect()
 }
 
 impl RunFilter {
@@ -155,6 +189,17 @@ impl RunFilter {
         let end = end_label(view);
         (self.end_reasons.is_empty() || self.end_reasons.contains(&end))
             && !(self.exclude_ended_by_proctor && end == "ended_by_proctor")
+    }
+
+    /// The first alert asked to be excluded (`--exclude-alert`) that the
+    /// record shows; such runs are counted as excluded, never silently dropped.
+    pub fn excluded_alert(&self, record: &SessionRecord) -> Option<&'static str> {
+        if self.exclude_alerts.is_empty() {
+            return None;
+        }
+        record_alerts(record)
+            .into_iter()
+            .find(|kind| self.exclude_alerts.iter().any(|k| k == kind))
     }
 }
 
