@@ -47,6 +47,19 @@ fn json_of(out: &std::process::Output) -> serde_json::Value {
     })
 }
 
+/// `env calibrate ENV --runs 1 --save`, which must succeed.
+fn calibrate_and_save(server: &TestServer, env_arg: &str) -> serde_json::Value {
+    json_of(&server.cli(&[
+        "env",
+        "calibrate",
+        env_arg,
+        "--runs",
+        "1",
+        "--save",
+        "--json",
+    ]))
+}
+
 fn text_of(out: &std::process::Output) -> String {
     format!(
         "{}{}",
@@ -123,15 +136,7 @@ async fn a_calibration_of_another_manifest_is_ignored_and_says_why() {
     let (_tmp, env) = per_machine_env();
     let server = TestServer::start();
     let env_arg = env.to_str().unwrap();
-    json_of(&server.cli(&[
-        "env",
-        "calibrate",
-        env_arg,
-        "--runs",
-        "1",
-        "--save",
-        "--json",
-    ]));
+    calibrate_and_save(&server, env_arg);
     // The scorer's settings change: the measured values no longer apply.
     let manifest = env.join("environment.toml");
     let text = fs::read_to_string(&manifest).unwrap();
@@ -194,15 +199,7 @@ fn env_bench_reports_each_solutions_spread_against_the_targets() {
     let (_tmp, env) = per_machine_env();
     let server = TestServer::start();
     let env_arg = env.to_str().unwrap();
-    json_of(&server.cli(&[
-        "env",
-        "calibrate",
-        env_arg,
-        "--runs",
-        "1",
-        "--save",
-        "--json",
-    ]));
+    calibrate_and_save(&server, env_arg);
     let bench = json_of(&server.cli(&[
         "env", "bench", env_arg, "--runs", "3", "--busy", "1", "--json",
     ]));

@@ -145,15 +145,8 @@ pub fn host_name() -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::{VALID_MANIFEST, make_env};
+    use super::super::test_support::demo_env as demo;
     use super::*;
-
-    fn demo() -> (tempfile::TempDir, Environment) {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = make_env(tmp.path(), "demo", VALID_MANIFEST);
-        let env = Environment::load(&dir).unwrap();
-        (tmp, env)
-    }
 
     fn measured(env: &Environment, starting: f64, reference: f64) -> Calibration {
         Calibration {

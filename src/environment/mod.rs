@@ -401,15 +401,8 @@ impl ScoringPlan {
 
 #[cfg(test)]
 mod tests {
-    use super::test_support::{VALID_MANIFEST, make_env};
+    use super::test_support::{VALID_MANIFEST, demo_env as demo, make_env};
     use super::*;
-
-    fn demo() -> (tempfile::TempDir, Environment) {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = make_env(tmp.path(), "demo", VALID_MANIFEST);
-        let env = Environment::load(&dir).unwrap();
-        (tmp, env)
-    }
 
     #[test]
     fn load_fills_paths_and_hash() {

@@ -50,6 +50,14 @@ pub fn make_env(parent: &Path, name: &str, manifest: &str) -> PathBuf {
     dir
 }
 
+/// The `demo` environment (`VALID_MANIFEST`), loaded, in a temp dir of its own.
+pub fn demo_env() -> (tempfile::TempDir, super::Environment) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = make_env(tmp.path(), "demo", VALID_MANIFEST);
+    let env = super::Environment::load(&dir).unwrap();
+    (tmp, env)
+}
+
 /// `VALID_MANIFEST` with the id replaced.
 pub fn manifest_with_id(id: &str) -> String {
     VALID_MANIFEST.replace("id = \"demo\"", &format!("id = \"{id}\""))

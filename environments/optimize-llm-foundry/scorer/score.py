@@ -213,8 +213,9 @@ def score(workspace, details):
         l1s.append(l1)
         details["l1s"] = l1s
         if l1 > tolerance:
+            which = f"{what}: " if runs > 1 else ""
             raise Invalid(
-                f"{what}: trained weights differ from the reference: L1 {l1:.4g} > tolerance {tolerance:g} "
+                f"{which}trained weights differ from the reference: L1 {l1:.4g} > tolerance {tolerance:g} "
                 "(finetune.sh must compute what the starting one computes)"
             )
     seconds, l1 = min(times), max(l1s)

@@ -163,6 +163,9 @@ def fail(error, exc=None):
     sys.stderr.flush()
     os._exit(0)
 workspace, settings = sys.argv[1], json.loads(sys.argv[2])
+# The scorer's variables do not cross REBENCH_JAIL; get_data.ensure() reads
+# the corpus from this one (as the instructions say the scorer sets it).
+os.environ["RESTRICTED_MLM_CORPUS"] = settings["corpus"]
 import torch
 if settings["threads"]:
     torch.set_num_threads(settings["threads"])
@@ -418,6 +421,7 @@ def score(workspace, details):
         "threads": threads,
         "batch": batch,
         "seed": EXAMPLE_SEED,
+        "corpus": corpus,
         **{k: meta[k] for k in ("seq_len", "vocab_size", "mask_id", "mask_fraction")},
     }
     forward = trained_graph(torch, graph, prefix, workspace, settings, limits, details)
