@@ -227,6 +227,15 @@ fn calibrate_measures_starting_and_reference() {
     assert_eq!(out["reference"], 1.6);
     let out = json(&server.cli(&["env", "show", env.to_str().unwrap(), "--json"]));
     assert_eq!(out["id"], "fixed");
+    // No profile asked for is the default profile: each profile shown once.
+    let bundled = json(&server.cli(&["env", "show", "prefix-sum", "--json"]));
+    let profiles: Vec<&str> = bundled["scoring"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["profile"].as_str().unwrap())
+        .collect();
+    assert_eq!(profiles, ["full", "smoke"]);
     let list = server.cli(&["env", "list"]);
     assert!(
         String::from_utf8_lossy(&list.stdout).contains("prefix-sum"),

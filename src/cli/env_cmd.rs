@@ -291,6 +291,13 @@ fn show(env: &Environment, data_dir: &Path, json: bool) -> anyhow::Result<()> {
     let mut ignored = Vec::new();
     for name in std::iter::once(None).chain(env.profile_names().into_iter().map(Some)) {
         let mut plan = env.scoring(name.as_deref())?;
+        // No profile asked for is `default_profile`: shown once.
+        if plans
+            .iter()
+            .any(|p: &crate::environment::ScoringPlan| p.profile == plan.profile)
+        {
+            continue;
+        }
         // As a new session here would normalize.
         let prepared = prepare::prepared_dir(data_dir, env, plan.profile.as_deref());
         match calibration::find(&prepared, env) {
