@@ -284,6 +284,24 @@ async fn a_participant_token_cannot_reach_proctor_operations() {
     let mut admin = Client::connect(&server.paths.socket(), None, ME)
         .await
         .expect("admin");
+    // Not even an admin may record the system's own reasons: a fake
+    // crash would raise a CRASH alert, a fake scoring pause hide time.
+    for reason in [PauseReason::CrashRecovery, PauseReason::Scoring] {
+        let err = admin
+            .request(Request::Pause {
+                session: id.clone(),
+                reason,
+                note: None,
+            })
+            .await
+            .expect_err("refused");
+        assert_eq!(err.code(), Some(ErrorCode::Forbidden), "{reason}: {err}");
+        assert!(
+            err.to_string().contains("recorded by the server itself"),
+            "{err}"
+        );
+    }
+    assert_eq!(server.show(&id).await.state, "running");
     let _: SessionView = admin
         .call(Request::Pause {
             session: id.clone(),

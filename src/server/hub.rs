@@ -652,6 +652,14 @@ impl Hub {
         by: &Actor,
     ) -> OpResult<SessionView> {
         let host = self.host(id)?;
+        if reason.system_only() {
+            return Err(OpError::new(
+                ErrorCode::Forbidden,
+                format!(
+                    "pause reason {reason} is recorded by the server itself; pause with break, proctor, technical_issue or api_outage"
+                ),
+            ));
+        }
         if by.audience == Audience::Participant && !reason.participant_may_pause() {
             return Err(OpError::new(
                 ErrorCode::Forbidden,

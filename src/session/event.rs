@@ -126,6 +126,13 @@ impl PauseReason {
     }
 
     /// Reasons a participant may pause for themselves.
+    /// Reasons only the server itself records (a scoring run's pause, a
+    /// crash found at start): nobody may ask for them, or a pause could
+    /// pass for a crash (a CRASH alert) or a scoring run.
+    pub fn system_only(&self) -> bool {
+        matches!(self, PauseReason::Scoring | PauseReason::CrashRecovery)
+    }
+
     pub fn participant_may_pause(&self) -> bool {
         matches!(
             self,
