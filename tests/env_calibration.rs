@@ -225,3 +225,55 @@ fn env_bench_reports_each_solutions_spread_against_the_targets() {
     let text = text_of(&server.cli(&["env", "bench", env_arg, "--runs", "1"]));
     assert!(text.contains("NOT held"), "{text}");
 }
+
+/// A participant in an isolated session who wants an easier scale for
+/// their next session: the calibration file lives in the data dir, which
+/// the jail hides, so they can neither read nor write it, and a forged file
+/// beside the workspace changes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_jailed_participant_cannot_forge_the_calibration_later_sessions_use() {
+    if !common::bwrap_works("the calibration forgery test") {
+        return;
+    }
+    let (_tmp, env) = per_machine_env();
+    let server = TestServer::start();
+    let env_arg = env.to_str().unwrap();
+    calibrate_and_save(&server, env_arg);
+    let out = server.cli(&[
+        "new",
+        env_arg,
+        "--participant",
+        "p",
+        "--sandbox",
+        "bwrap",
+        "--json",
+    ]);
+    let id = json_of(&out)["id"].as_str().unwrap().to_string();
+    let mut admin = server.admin().await;
+    let _: rebench::protocol::SessionView = admin
+        .call(rebench::protocol::Request::Begin {
+            session: id.clone(),
+        })
+        .await
+        .unwrap();
+    let file = calibration_file(&server);
+    let forged = r#"{"starting": 1000000.0, "reference": 999999.0}"#;
+    let attack = format!(
+        "echo RAN; cat {f}; mkdir -p {d} && echo '{forged}' > {f} && echo WROTE",
+        f = file.display(),
+        d = file.parent().unwrap().display()
+    );
+    let reply = server.exec(&id, &attack).await;
+    assert!(reply.stdout.contains("RAN"), "{reply:?}");
+    assert!(
+        !reply.stdout.contains("starting"),
+        "the calibration is readable from the jail: {}",
+        reply.stdout
+    );
+    // Whatever the jail let it write, the real file is untouched.
+    let stored: serde_json::Value = serde_json::from_slice(&fs::read(&file).unwrap()).unwrap();
+    assert_eq!(stored["starting"], 8.0, "{stored}");
+    let next = server.create_running(&env, Some(3600)).await;
+    let used = next.normalization.expect("the session's values");
+    assert_eq!((used.starting, used.reference), (8.0, 2.0));
+}
