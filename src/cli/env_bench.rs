@@ -11,11 +11,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use anyhow::Context;
+use crate::environment::{Environment, ScoringPlan, calibration, prepare};
 
-use crate::environment::{Environment, ScoringPlan, calibration, files, prepare};
-
-use super::env_calibrate::{Scorer, tempdir};
+use super::env_calibrate::{Scorer, solution_workspaces, tempdir};
 
 /// The largest spread, and distance from 0 (starting) or 1 (reference),
 /// that counts as steady.
@@ -118,32 +116,23 @@ pub async fn bench(
     let mut plan = env.scoring(profile)?;
     let prepared = prepare::check(env, profile, data_dir)?;
     // Normalized as a new session here would be.
-    let source = match calibration::find(&prepared.dir, env) {
-        calibration::Found::Usable(c) => match calibration::apply(&mut plan, &c) {
-            Ok(()) => format!(
-                "measured on {} at {}",
-                c.host,
-                c.measured_at.format("%Y-%m-%d %H:%M UTC")
-            ),
-            Err(why) => format!("the manifest's (calibration not used: {why})"),
-        },
-        calibration::Found::Ignored(why) => format!("the manifest's (calibration not used: {why})"),
-        calibration::Found::None => "the manifest's (no calibration on this machine)".to_string(),
+    let source = match (
+        calibration::use_here(&mut plan, env, &prepared.dir),
+        &plan.calibration,
+    ) {
+        (Err(why), _) => format!("the manifest's (calibration not used: {why})"),
+        (Ok(()), Some(c)) => c.origin(),
+        (Ok(()), None) => "the manifest's (no calibration on this machine)".to_string(),
     };
-    let Some(reference_dir) = env.reference_dir() else {
+    let temp = tempdir()?;
+    let (starting_ws, reference_ws) = solution_workspaces(env, &plan, &prepared, &temp)?;
+    let Some(reference_ws) = reference_ws else {
+        let _ = std::fs::remove_dir_all(&temp);
         anyhow::bail!(
             "{} has no reference/ folder: nothing to compare with",
             env.id()
         );
     };
-    let temp = tempdir()?;
-    let starting_ws = temp.join("starting");
-    files::assemble_workspace(&env.workspace_dir(), Some(&prepared.dir), &starting_ws)
-        .context("copying the starting workspace")?;
-    let reference_ws = temp.join("reference");
-    files::assemble_workspace(&env.workspace_dir(), Some(&prepared.dir), &reference_ws)?;
-    files::overlay_reference(&reference_dir, &reference_ws, plan.profile.as_deref())
-        .context("laying the reference solution over the workspace")?;
     let scorer = Scorer {
         env,
         plan: &plan,
@@ -166,23 +155,7 @@ pub async fn bench(
         if let Err(why) = scorer.setup(workspace, solution, json).await {
             anyhow::bail!("{solution}: {why}");
         }
-        let mut raw = Vec::new();
-        let mut invalid = 0;
-        for i in 1..=runs {
-            let outcome = scorer.run_once(workspace).await;
-            match outcome.raw.filter(|_| outcome.valid) {
-                Some(value) => {
-                    if !json {
-                        eprintln!("{solution} run {i}/{runs}: {value}");
-                    }
-                    raw.push(value);
-                }
-                None => {
-                    invalid += 1;
-                    eprintln!("{solution} run {i}/{runs}: INVALID: {}", outcome.message);
-                }
-            }
-        }
+        let (raw, invalid) = scorer.raw_values(workspace, runs, solution, json).await;
         series.push(Series::new(solution, target, raw, &plan, invalid));
     }
     drop(spinning);

@@ -93,6 +93,34 @@ impl Scorer<'_> {
         ))
     }
 
+    /// The valid raw values of `runs` runs, and how many were invalid; each
+    /// run is reported on stderr unless `json`.
+    pub async fn raw_values(
+        &self,
+        workspace: &Path,
+        runs: u32,
+        label: &str,
+        json: bool,
+    ) -> (Vec<f64>, usize) {
+        let (mut values, mut invalid) = (Vec::new(), 0);
+        for i in 1..=runs {
+            let outcome = self.run_once(workspace).await;
+            let valid = outcome.raw.filter(|_| outcome.valid);
+            if !json {
+                let shown = match valid {
+                    Some(value) => format!("{value:?}"),
+                    None => format!("INVALID: {}", outcome.message),
+                };
+                eprintln!("{label} run {i}/{runs}: {shown}");
+            }
+            match valid {
+                Some(value) => values.push(value),
+                None => invalid += 1,
+            }
+        }
+        (values, invalid)
+    }
+
     /// The median valid raw value of `runs` runs, or None when none was valid
     /// (or the setup failed).
     async fn measure(&self, workspace: &Path, runs: u32, label: &str, json: bool) -> Option<f64> {
@@ -100,24 +128,32 @@ impl Scorer<'_> {
             eprintln!("{label}: {why}");
             return None;
         }
-        let mut values = Vec::new();
-        for i in 1..=runs {
-            let outcome = self.run_once(workspace).await;
-            if !json {
-                let shown = if outcome.valid {
-                    format!("{:?}", outcome.raw.unwrap_or(f64::NAN))
-                } else {
-                    format!("INVALID: {}", outcome.message)
-                };
-                eprintln!("{label} run {i}/{runs}: {shown}");
-            }
-            if let Some(raw) = outcome.raw.filter(|_| outcome.valid) {
-                values.push(raw);
-            }
-        }
+        let (mut values, _) = self.raw_values(workspace, runs, label, json).await;
         values.sort_by(|a, b| a.total_cmp(b));
         values.get(values.len() / 2).copied()
     }
+}
+
+/// The starting workspace, and the reference solution laid over another
+/// copy of it when the environment has one, in `temp`: as a session's.
+pub(super) fn solution_workspaces(
+    env: &Environment,
+    plan: &ScoringPlan,
+    prepared: &prepare::Prepared,
+    temp: &Path,
+) -> anyhow::Result<(std::path::PathBuf, Option<std::path::PathBuf>)> {
+    let starting = temp.join("starting");
+    files::assemble_workspace(&env.workspace_dir(), Some(&prepared.dir), &starting)
+        .context("copying the starting workspace")?;
+    let Some(reference_dir) = env.reference_dir() else {
+        return Ok((starting, None));
+    };
+    let reference = temp.join("reference");
+    files::assemble_workspace(&env.workspace_dir(), Some(&prepared.dir), &reference)
+        .context("copying the starting workspace")?;
+    files::overlay_reference(&reference_dir, &reference, plan.profile.as_deref())
+        .context("laying the reference solution over the workspace")?;
+    Ok((starting, Some(reference)))
 }
 
 /// The starting and reference solutions' medians on this machine.
@@ -148,25 +184,17 @@ pub(super) async fn measure_both(
         prepared,
     };
     let temp = tempdir()?;
-    let starting_ws = temp.join("starting");
-    files::assemble_workspace(&env.workspace_dir(), Some(&prepared.dir), &starting_ws)
-        .context("copying the starting workspace")?;
+    let (starting_ws, reference_ws) = solution_workspaces(env, plan, prepared, &temp)?;
     let starting = scorer.measure(&starting_ws, runs, "starting", json).await;
-    let reference = match env.reference_dir() {
-        Some(reference_dir) => {
-            let reference_ws = temp.join("reference");
-            files::assemble_workspace(&env.workspace_dir(), Some(&prepared.dir), &reference_ws)?;
-            files::overlay_reference(&reference_dir, &reference_ws, plan.profile.as_deref())
-                .context("laying the reference solution over the workspace")?;
-            scorer.measure(&reference_ws, runs, "reference", json).await
-        }
+    let reference = match &reference_ws {
+        Some(workspace) => scorer.measure(workspace, runs, "reference", json).await,
         None => None,
     };
     let _ = std::fs::remove_dir_all(&temp);
     Ok(Measured {
         starting,
         reference,
-        has_reference: env.reference_dir().is_some(),
+        has_reference: reference_ws.is_some(),
     })
 }
 

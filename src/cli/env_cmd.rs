@@ -300,14 +300,8 @@ fn show(env: &Environment, data_dir: &Path, json: bool) -> anyhow::Result<()> {
         }
         // As a new session here would normalize.
         let prepared = prepare::prepared_dir(data_dir, env, plan.profile.as_deref());
-        match calibration::find(&prepared, env) {
-            calibration::Found::Usable(c) => {
-                if let Err(why) = calibration::apply(&mut plan, &c) {
-                    ignored.push(why);
-                }
-            }
-            calibration::Found::Ignored(why) => ignored.push(why),
-            calibration::Found::None => {}
+        if let Err(why) = calibration::use_here(&mut plan, env, &prepared) {
+            ignored.push(why);
         }
         plans.push(plan);
     }
@@ -387,10 +381,8 @@ fn show(env: &Environment, data_dir: &Path, json: bool) -> anyhow::Result<()> {
         );
         if let Some(c) = &plan.calibration {
             println!(
-                "           measured on {} at {} ({} runs; the manifest says {} → {})",
-                c.host,
-                c.measured_at.format("%Y-%m-%d %H:%M UTC"),
-                c.runs,
+                "           {}; the manifest says {} → {}",
+                c.origin(),
                 c.manifest_starting,
                 c.manifest_reference
             );

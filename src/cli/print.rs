@@ -176,10 +176,8 @@ fn session_raw(v: &SessionView) -> String {
 fn normalization_line(n: &crate::protocol::NormalizationView, unit: &str) -> String {
     let source = match &n.calibration {
         Some(c) => format!(
-            "measured on {} at {} ({} runs; the manifest says {} and {})",
-            c.host,
-            c.measured_at.format("%Y-%m-%d %H:%M UTC"),
-            c.runs,
+            "{}; the manifest says {} and {}",
+            c.origin(),
             number(Some(c.manifest_starting)),
             number(Some(c.manifest_reference))
         ),

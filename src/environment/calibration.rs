@@ -45,6 +45,18 @@ pub struct CalibrationSource {
     pub manifest_reference: f64,
 }
 
+impl CalibrationSource {
+    /// "measured on HOST at 2026-12-04 15:00 UTC (5 runs)".
+    pub fn origin(&self) -> String {
+        format!(
+            "measured on {} at {} ({} runs)",
+            self.host,
+            self.measured_at.format("%Y-%m-%d %H:%M UTC"),
+            self.runs
+        )
+    }
+}
+
 /// What was found in a prepared folder.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Found {
@@ -82,6 +94,22 @@ pub fn find(prepared_dir: &Path, env: &Environment) -> Found {
         return Found::Ignored(format!("{}: values are not finite", file.display()));
     }
     Found::Usable(calibration)
+}
+
+/// Normalizes `plan` as a new session on this machine is: with the
+/// calibration in `prepared_dir` when there is a usable one (the plan then
+/// records it), else with the manifest's values. Err = why one that is
+/// there was not used.
+pub fn use_here(
+    plan: &mut ScoringPlan,
+    env: &Environment,
+    prepared_dir: &Path,
+) -> Result<(), String> {
+    match find(prepared_dir, env) {
+        Found::None => Ok(()),
+        Found::Ignored(why) => Err(why),
+        Found::Usable(calibration) => apply(plan, &calibration),
+    }
 }
 
 /// Writes `calibration` into `prepared_dir` (atomically: a half-written

@@ -167,16 +167,7 @@ pub fn use_calibration(
     env: &crate::environment::Environment,
     prepared_dir: &std::path::Path,
 ) {
-    use crate::environment::calibration::{Found, apply, find};
-    match find(prepared_dir, env) {
-        Found::None => {}
-        Found::Ignored(why) => {
-            tracing::warn!(env = %env.id(), "calibration not used: {why}");
-        }
-        Found::Usable(calibration) => {
-            if let Err(why) = apply(plan, &calibration) {
-                tracing::warn!(env = %env.id(), "calibration not used: {why}");
-            }
-        }
+    if let Err(why) = crate::environment::calibration::use_here(plan, env, prepared_dir) {
+        tracing::warn!(env = %env.id(), "calibration not used: {why}");
     }
 }
