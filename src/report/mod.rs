@@ -203,33 +203,29 @@ pub fn report_from_records(
     }
     let left_out: usize = excluded.values().sum();
     if left_out > 0 || !filter.end_reasons.is_empty() || filter.exclude_ended_by_proctor {
-        let by: Vec<String> = excluded.iter().map(|(r, n)| format!("{r}: {n}")).collect();
-        report.notes.push(format!(
-            "EXCLUDED by how they ended: {left_out} run(s){}",
-            if by.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", by.join(", "))
-            }
-        ));
+        report
+            .notes
+            .push(excluded_note("EXCLUDED by how they ended", &excluded));
     }
     if !filter.exclude_alerts.is_empty() {
-        let left_out: usize = excluded_alerts.values().sum();
-        let by: Vec<String> = excluded_alerts
-            .iter()
-            .map(|(a, n)| format!("{a}: {n}"))
-            .collect();
-        report.notes.push(format!(
-            "EXCLUDED by alert ({}): {left_out} run(s){}",
-            filter.exclude_alerts.join(", "),
-            if by.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", by.join(", "))
-            }
-        ));
+        let label = format!("EXCLUDED by alert ({})", filter.exclude_alerts.join(", "));
+        report.notes.push(excluded_note(&label, &excluded_alerts));
     }
     Ok(report)
+}
+
+/// "LABEL: 3 run(s) (why: 2, other: 1)", the counts by why.
+fn excluded_note<K: std::fmt::Display>(
+    label: &str,
+    by: &std::collections::BTreeMap<K, usize>,
+) -> String {
+    let total: usize = by.values().sum();
+    let parts: Vec<String> = by.iter().map(|(why, n)| format!("{why}: {n}")).collect();
+    if parts.is_empty() {
+        format!("{label}: {total} run(s)")
+    } else {
+        format!("{label}: {total} run(s) ({})", parts.join(", "))
+    }
 }
 
 /// Keeps, per environment, the runs of the version most of its runs have
