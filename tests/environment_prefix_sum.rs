@@ -97,6 +97,60 @@ fn scorer_times_starting_and_reference_solutions() {
     assert!(ref_raw < start_raw, "start {start} references {tries:?}");
 }
 
+/// Issue 19: nothing timed beside the solution is taken off its time. A
+/// baseline subtracted per call could be slowed by a process of the
+/// participant's that spins only while their own call is not running,
+/// forging a faster score; so the raw score must come from the solution's
+/// own call times alone: each process's first quartile, the median of those.
+#[test]
+fn the_score_is_the_solutions_own_call_times_and_nothing_subtracted() {
+    if !python_available() {
+        return;
+    }
+    let env = Environment::load(&env_dir()).unwrap();
+    let (_tmp, ws) = starting_workspace(&env);
+    let result = score(&env, &ws);
+    let raw = result["raw"].as_f64().unwrap_or_else(|| panic!("{result}"));
+    let per_process: Vec<Vec<f64>> = result["details"]["times_ms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            p.as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_f64().unwrap())
+                .collect()
+        })
+        .collect();
+    assert_eq!(per_process.len(), 8, "{result}");
+    // statistics.quantiles(method="inclusive"), n = 4: the first cut.
+    let first_quartile = |times: &[f64]| {
+        let mut sorted = times.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let at = (sorted.len() - 1) as f64 * 0.25;
+        let (low, frac) = (at.floor() as usize, at.fract());
+        sorted[low] + (sorted[(low + 1).min(sorted.len() - 1)] - sorted[low]) * frac
+    };
+    let mut firsts: Vec<f64> = per_process.iter().map(|p| first_quartile(p)).collect();
+    firsts.sort_by(f64::total_cmp);
+    let median = (firsts[3] + firsts[4]) / 2.0;
+    assert!(
+        (raw - median).abs() < 1e-9,
+        "raw {raw}, recomputed {median}: {result}"
+    );
+    let fastest = per_process
+        .iter()
+        .flatten()
+        .copied()
+        .fold(f64::INFINITY, f64::min);
+    assert!(
+        raw >= fastest,
+        "raw {raw} is below every call's time {fastest}"
+    );
+    assert!(result["details"].get("baseline_ms").is_none(), "{result}");
+}
+
 #[test]
 fn scorer_rejects_a_wrong_solution() {
     if !python_available() {
