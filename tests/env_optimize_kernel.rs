@@ -121,12 +121,12 @@ fn starting_scores_about_zero_and_reference_about_one() {
         "optimize-kernel smoke: starting {start_raw:.2} ms (normalized {start:.3}), \
          reference {ref_raw:.2} ms (normalized {reference:.3})"
     ));
-    // Manifest: starting 21.4 ms, reference 4.3 ms (medians of 7; timed from
-    // outside, the baseline round trip taken out). The bounds leave room for
-    // a busier CI machine; slower than the start clips to 0. A loaded
-    // 2-core machine measured the reference at 0.697 once: until the
-    // scorer's timing holds under load (issue 19, item 1) the floor is 0.6,
-    // and the reference must still be over twice as fast as the start.
+    // Manifest: starting 28.1 ms, reference 13.5 ms (medians of 5; timed
+    // from outside with the round trip kept, OPTIMIZE_KERNEL_BASELINE =
+    // "keep", so the ratio is about 2, not the kernels' 5). The bounds leave
+    // room for a busier CI machine; slower than the start clips to 0. A
+    // loaded 2-core machine measured the reference at 0.697 once: the floor
+    // is 0.6, and the reference must still be clearly faster than the start.
     assert!(
         start <= 0.3,
         "starting solution normalized {start} ({start_raw} ms)"
@@ -135,7 +135,7 @@ fn starting_scores_about_zero_and_reference_about_one() {
         reference >= 0.6,
         "reference normalized {reference} ({ref_raw} ms)"
     );
-    assert!(ref_raw * 2.0 < start_raw, "{ref_raw} vs {start_raw}");
+    assert!(ref_raw * 1.5 < start_raw, "{ref_raw} vs {start_raw}");
 }
 
 #[test]
