@@ -208,20 +208,25 @@ async fn the_prefix_sum_environment_validates_and_scores() {
         &env.join("reference"),
         std::path::Path::new(&view.workspace),
     );
-    // Timings on a loaded 2-core machine (tests run in parallel) vary; the
-    // session counts its best score, and so does this check, over a few tries.
+    // Timings on a loaded 2-core machine (tests run in parallel) vary, and
+    // this virtual machine's pace drifts by 10 % and more between minutes
+    // (docs/timing.md), so against the manifest's values a reference can
+    // normalize well below 1 here. What must hold: it is valid and clearly
+    // faster than the starting entry of the same session, in its
+    // best of a few tries (the session counts its best score too).
+    let start_raw = start.raw.unwrap();
     let mut entries = Vec::new();
     for _ in 0..4 {
         let out = server.cli(&["score", &id, "--json"]);
         let entry: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(entry["valid"], true, "{entry}");
-        let good = entry["normalized"].as_f64().unwrap() > 0.5;
+        let good = entry["raw"].as_f64().unwrap() < start_raw * 0.9;
         entries.push(entry);
         if good {
             return;
         }
     }
-    panic!("the reference never scored above 0.5: {entries:?}");
+    panic!("the reference was never clearly faster than the start ({start_raw} ms): {entries:?}");
 }
 
 fn which(program: &str) -> Option<std::path::PathBuf> {
