@@ -351,9 +351,13 @@ fn count_servers(data: &std::path::Path) -> usize {
 
 #[test]
 fn a_broken_manifest_is_reported_with_file_and_field() {
+    // Every kind of problem at once: a bad value, a bad duration, a wrong
+    // type, a missing key and an unknown key.
     let (_dir, env) = fixture_env(|t| {
         t.replace("transform = \"log\"", "transform = \"sqrt\"")
             .replace("timeout = \"2s\"", "timeout = \"soon\"")
+            .replace("gpus = 0", "gpus = \"two\"")
+            .replace("default = \"2h\"\n", "")
             + "\nsurprise = 1\n"
     });
     let out = std::process::Command::new(BIN)
@@ -363,8 +367,28 @@ fn a_broken_manifest_is_reported_with_file_and_field() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("environment.toml"), "{text}");
-    assert!(text.contains("surprise"), "unknown keys are named: {text}");
+    let file = env.join("environment.toml").display().to_string();
+    let problems: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix(&format!("{file}: ")))
+        .collect();
+    let fields: Vec<&str> = problems
+        .iter()
+        .map(|p| p.split(": ").next().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        vec![
+            "budget.default",
+            "hardware.gpus",
+            "scoring.surprise",
+            "scoring.timeout",
+            "scoring.transform"
+        ],
+        "{text}"
+    );
+    assert!(problems[2].contains("unknown key `surprise`"), "{text}");
+    assert!(problems[1].ends_with("(line 13)"), "{text}");
 }
 
 #[tokio::test]

@@ -14,6 +14,7 @@ pub mod hardware;
 pub mod manifest;
 pub mod normalize;
 pub mod prepare;
+mod structure;
 mod validation;
 
 #[cfg(test)]

@@ -4,14 +4,16 @@ use super::Problem;
 use super::duration::parse_duration;
 use super::manifest::{Calibrate, Manifest, Prepare, Profile};
 use super::normalize::{Aggregate, Transform};
+use super::structure::{self, line_of};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
 pub const MANIFEST_FILE: &str = "environment.toml";
 
-/// Parses and checks manifest text; `Err` holds every problem found.
-/// Structural problems (syntax, unknown keys, wrong types) stop at serde's
-/// first error because nothing after them can be trusted.
+/// Parses and checks manifest text; `Err` holds every problem found:
+/// unknown keys, wrong types and missing keys (with their line), then what
+/// the values mean. Only a syntax error stops checking (nothing after it
+/// can be read).
 pub fn parse_and_check(dir: &Path, bytes: &[u8]) -> Result<Manifest, Vec<Problem>> {
     let mut report = Report {
         file: dir.join(MANIFEST_FILE),
@@ -24,8 +26,8 @@ pub fn parse_and_check(dir: &Path, bytes: &[u8]) -> Result<Manifest, Vec<Problem
             return Err(report.problems);
         }
     };
-    let manifest: Manifest = match toml::from_str(text) {
-        Ok(m) => m,
+    let table: toml::Table = match toml::from_str(text) {
+        Ok(table) => table,
         Err(e) => {
             let field = match e.span() {
                 Some(span) => format!("line {}", line_of(text, span.start)),
@@ -35,22 +37,33 @@ pub fn parse_and_check(dir: &Path, bytes: &[u8]) -> Result<Manifest, Vec<Problem
             return Err(report.problems);
         }
     };
-    check_manifest(dir, &manifest, &mut report);
-    if report.problems.is_empty() {
-        Ok(manifest)
-    } else {
-        Err(report.problems)
+    let structure = structure::deserialize(text, toml::Value::Table(table));
+    for problem in &structure.problems {
+        let message = match problem.line {
+            Some(line) => format!("{} (line {line})", problem.message),
+            None => problem.message.clone(),
+        };
+        report.add(&problem.field, message);
     }
-}
-
-/// 1-based line number of a byte offset.
-fn line_of(text: &str, offset: usize) -> usize {
-    let end = offset.min(text.len());
-    text.as_bytes()[..end]
-        .iter()
-        .filter(|b| **b == b'\n')
-        .count()
-        + 1
+    let Some(manifest) = structure.manifest.as_ref() else {
+        return Err(report.problems);
+    };
+    // Checks of stand-in values would only repeat the problem above.
+    let mut meaning = Report {
+        file: report.file.clone(),
+        problems: Vec::new(),
+    };
+    check_manifest(dir, manifest, &mut meaning);
+    report.problems.extend(
+        meaning
+            .problems
+            .into_iter()
+            .filter(|p| !structure.is_stand_in(&p.field)),
+    );
+    match structure.manifest {
+        Some(manifest) if report.problems.is_empty() => Ok(manifest),
+        _ => Err(report.problems),
+    }
 }
 
 struct Report {
@@ -837,12 +850,15 @@ mod tests {
     #[test]
     fn unknown_keys_are_named() {
         let found = problems(&edit("visible = true", "visible = true\nhidden = false"));
-        assert_eq!(found.len(), 1);
-        assert!(found[0].contains("unknown field `hidden`"), "{found:?}");
-        assert!(found[0].starts_with("line 26: "), "{found:?}");
-
+        assert_eq!(
+            found,
+            vec!["scoring.hidden: unknown key `hidden` (line 26)".to_string()]
+        );
         let found = problems(&edit("timeout = \"60s\"", "timeout = \"60s\"\nrepeats = 3"));
-        assert!(found[0].contains("unknown field `repeats`"), "{found:?}");
+        assert_eq!(
+            found,
+            vec!["profiles.smoke.repeats: unknown key `repeats` (line 34)".to_string()]
+        );
     }
 
     #[test]
@@ -855,9 +871,39 @@ mod tests {
     #[test]
     fn wrong_types_and_missing_fields() {
         let found = problems(&edit("gpus = 0", "gpus = -1"));
-        assert!(found[0].starts_with("line 13: "), "{found:?}");
+        assert_eq!(
+            found,
+            vec!["hardware.gpus: invalid value: integer `-1`, expected u32 (line 13)".to_string()]
+        );
         let found = problems(&edit("summary = \"A demo environment.\"\n", ""));
-        assert!(found[0].contains("missing field `summary`"), "{found:?}");
+        assert_eq!(found, vec!["summary: missing required key".to_string()]);
+    }
+
+    #[test]
+    fn type_errors_missing_keys_and_meanings_all_at_once() {
+        // Four broken fields used to give one message, then three more.
+        let text = VALID_MANIFEST
+            .replacen("gpus = 0", "gpus = \"none\"", 1)
+            .replacen("memory_gb = 1", "memory_gb = [1]", 1)
+            .replacen("timeout = \"5m\"", "timeout = 300", 1)
+            .replacen("[budget]\ndefault = \"8h\"\n", "[budget]\n", 1)
+            .replacen("transform = \"log\"", "transform = \"sqrt\"", 1)
+            .replacen("id = \"demo\"", "id = \"Demo\"", 1);
+        let fields: Vec<String> = problems(&text)
+            .iter()
+            .map(|p| p.split(": ").next().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            fields,
+            vec![
+                "budget.default",
+                "hardware.gpus",
+                "hardware.memory_gb",
+                "scoring.timeout",
+                "id",
+                "scoring.transform"
+            ]
+        );
     }
 
     #[test]
