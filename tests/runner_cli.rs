@@ -15,6 +15,13 @@ fn json(out: &std::process::Output) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
+/// The JSON a failed command printed on stdout.
+fn json_failure(out: &std::process::Output) -> serde_json::Value {
+    assert!(!out.status.success());
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
 fn new_session(server: &TestServer, env: &std::path::Path, extra: &[&str]) -> String {
     let mut args = vec![
         "new",
@@ -163,7 +170,11 @@ fn exec_propagates_exit_codes_and_agent_scaffolds_get_a_participant_token() {
     let server = TestServer::start();
     let id = new_session(&server, &env, &["--kind", "agent"]);
     let out = server.cli(&["exec", &id, "--", "true"]);
-    assert!(!out.status.success(), "exec before the start is refused");
+    assert_eq!(
+        out.status.code(),
+        Some(125),
+        "exec before the start is refused"
+    );
     json(&server.cli(&["begin", &id, "--json"]));
     let out = server.cli(&[
         "exec",
@@ -209,6 +220,49 @@ fn exec_propagates_exit_codes_and_agent_scaffolds_get_a_participant_token() {
         events.contains("\"usage\"") && events.contains("\"exec\""),
         "{events}"
     );
+}
+
+#[test]
+fn harness_refusals_exit_125_with_a_json_error_and_agents_stay_off_human_sessions() {
+    let (_d, env) = fixture_env(|t| t);
+    let server = TestServer::start();
+    let id = new_session(&server, &env, &["--kind", "agent"]);
+    json(&server.cli(&["begin", &id, "--json"]));
+    json(&server.cli(&["pause", &id, "--reason", "break", "--json"]));
+    // A refused exec is not the command's exit 1 (nor 124, the timeout).
+    let out = server.cli(&["exec", &id, "--json", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    let error = json_failure(&out);
+    assert_eq!(error["error"]["code"], "invalid_state", "{error}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("paused"),
+        "{error}"
+    );
+    let out = server.cli(&["exec", &id, "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("rebench: "));
+    // An unknown session: not_found, still 125 for exec, 1 for show.
+    let out = server.cli(&["exec", "nope", "--json", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert_eq!(json_failure(&out)["error"]["code"], "not_found");
+    let out = server.cli(&["show", "nope", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json_failure(&out)["error"]["code"], "not_found");
+
+    // An agent scaffold on a human session would share it with its participant.
+    let human = new_session(&server, &env, &[]);
+    let out = server.cli(&["agent", &human, "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("human session") && text.contains("--force"),
+        "{text}"
+    );
+    let out = server.cli(&["agent", &human, "--force", "--", "sh", "-c", "exit 3"]);
+    assert_eq!(out.status.code(), Some(3), "forced, the scaffold runs");
 }
 
 #[test]

@@ -160,6 +160,9 @@ pub enum Command {
     /// Run an agent scaffold with the session's socket and token in its environment.
     Agent {
         session: String,
+        /// Also on a human session (whose participant would then share it).
+        #[arg(long)]
+        force: bool,
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
@@ -237,13 +240,77 @@ pub fn run(cli: Cli) -> i32 {
                 argv: command,
             },
         )),
-        Command::Env(cmd) => report(env_cmd::run(cmd, &paths, json)),
-        Command::Task(cmd) => report(block_on(task::run(cmd, json))),
-        Command::Export(args) => report(block_on(crate::recording::export(args, &paths))),
-        Command::Replay(args) => report(block_on(crate::recording::replay(args, &paths))),
-        Command::Report(args) => report(block_on(crate::report::run(args, &paths))),
-        Command::Proctor(args) => report(block_on(crate::proctor::run(args, &paths))),
-        other => report(block_on(session_cmd::run(other, &paths, json))),
+        Command::Env(cmd) => fail_as(json, 1, env_cmd::run(cmd, &paths, json)),
+        Command::Task(cmd) => {
+            let failure = if cmd.runs_a_command() {
+                HARNESS_FAILED
+            } else {
+                1
+            };
+            fail_as(json, failure, block_on(task::run(cmd, json)))
+        }
+        Command::Export(args) => fail_as(json, 1, block_on(crate::recording::export(args, &paths))),
+        Command::Replay(args) => fail_as(json, 1, block_on(crate::recording::replay(args, &paths))),
+        Command::Report(args) => fail_as(json, 1, block_on(crate::report::run(args, &paths))),
+        Command::Proctor(args) => fail_as(json, 1, block_on(crate::proctor::run(args, &paths))),
+        other => {
+            let failure = if other.runs_a_command() {
+                HARNESS_FAILED
+            } else {
+                1
+            };
+            fail_as(
+                json,
+                failure,
+                block_on(session_cmd::run(other, &paths, json)),
+            )
+        }
+    }
+}
+
+/// The exit code of `exec` and `agent` when rebench itself failed or
+/// refused (a paused or ended session, no server): as `docker run` does, so
+/// that it is never mistaken for the command's own exit code (124 stays the
+/// timeout).
+pub const HARNESS_FAILED: i32 = 125;
+
+impl Command {
+    /// Whether the command's exit code is another program's.
+    fn runs_a_command(&self) -> bool {
+        matches!(self, Command::Exec { .. } | Command::Agent { .. })
+    }
+}
+
+/// `result`'s exit code; a failure is printed (as `{"error": {"code",
+/// "message"}}` on stdout with `--json`) and exits with `failure`.
+fn fail_as(json: bool, failure: i32, result: anyhow::Result<i32>) -> i32 {
+    let Err(e) = result else {
+        return report(result);
+    };
+    if !json {
+        report(Err(e));
+        return failure;
+    }
+    let code = e
+        .chain()
+        .find_map(|cause| cause.downcast_ref::<crate::client::ClientError>())
+        .map_or_else(|| "failed".into(), error_code);
+    let message = format!("{e:#}");
+    println!(
+        "{}",
+        serde_json::json!({"error": {"code": code, "message": message}})
+    );
+    failure
+}
+
+/// The protocol's error code, or what kept the request from being answered.
+fn error_code(e: &crate::client::ClientError) -> serde_json::Value {
+    use crate::client::ClientError;
+    match e {
+        ClientError::Server { code, .. } => serde_json::to_value(code).unwrap_or_default(),
+        ClientError::Io(_) => "connection_lost".into(),
+        ClientError::Protocol(_) => "protocol".into(),
+        ClientError::NoServer { .. } => "no_server".into(),
     }
 }
 

@@ -184,7 +184,23 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
                 .await?;
             return Ok(print_exec(&reply, json));
         }
-        Command::Agent { session, command } => {
+        Command::Agent {
+            session,
+            force,
+            command,
+        } => {
+            let view: SessionView = client
+                .call(Request::Show {
+                    session: session.clone(),
+                })
+                .await?;
+            if view.kind != "agent" && !force {
+                bail!(
+                    "session {session} is a {} session: an agent would share it with its participant \
+                     (create one with `rebench new ENV --participant NAME --kind agent`, or add --force)",
+                    view.kind
+                );
+            }
             let creds: Credentials = client.call(Request::Credentials { session }).await?;
             drop(client);
             let (program, args) = command.split_first().context("agent needs a command")?;

@@ -60,6 +60,13 @@ pub enum TaskCommand {
     },
 }
 
+impl TaskCommand {
+    /// Whether the command's exit code is another program's.
+    pub fn runs_a_command(&self) -> bool {
+        matches!(self, TaskCommand::Exec { .. })
+    }
+}
+
 struct SessionEnv {
     socket: String,
     session: String,
