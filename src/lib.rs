@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod client;
+pub mod command_line;
 pub mod environment;
 pub mod paths;
 pub mod proctor;

@@ -7,6 +7,8 @@
 //! side_panel = true   # show the score panel at start
 //! sandbox = "bwrap"   # `rebench serve`: the sessions' default backend (local | bwrap | docker),
 //!                     # after REBENCH_BACKEND and before the machine's safest
+//! environments = ["/srv/rebench/environments"]  # more folders of environments
+//!                     # (relative to this file's folder), after $REBENCH_ENVIRONMENTS
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -112,6 +114,8 @@ pub struct Config {
     pub side_panel: bool,
     /// The server's default sandbox backend, checked by the server.
     pub sandbox: Option<String>,
+    /// Folders of environments, absolute.
+    pub environments: Vec<PathBuf>,
 }
 
 impl Default for Config {
@@ -121,6 +125,7 @@ impl Default for Config {
             mouse: true,
             side_panel: true,
             sandbox: None,
+            environments: Vec::new(),
         }
     }
 }
@@ -132,6 +137,7 @@ struct ConfigFile {
     mouse: Option<bool>,
     side_panel: Option<bool>,
     sandbox: Option<String>,
+    environments: Option<Vec<PathBuf>>,
 }
 
 impl Config {
@@ -151,6 +157,13 @@ impl Config {
             config.side_panel = side;
         }
         config.sandbox = file.sandbox;
+        let base = path.parent().unwrap_or(Path::new("/"));
+        config.environments = file
+            .environments
+            .unwrap_or_default()
+            .into_iter()
+            .map(|dir| base.join(dir))
+            .collect();
         Ok(config)
     }
 
@@ -261,6 +274,15 @@ mod tests {
         );
         let err = format!("{:#}", Config::parse("mouse = \"yes\"", path).unwrap_err());
         assert!(err.contains("config.toml"), "{err}");
+
+        let c = Config::parse("environments = [\"/srv/envs\", \"mine\"]", path).unwrap();
+        assert_eq!(
+            c.environments,
+            vec![
+                PathBuf::from("/srv/envs"),
+                PathBuf::from("/home/x/.config/rebench/mine")
+            ]
+        );
     }
 
     #[test]

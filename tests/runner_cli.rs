@@ -266,6 +266,59 @@ fn harness_refusals_exit_125_with_a_json_error_and_agents_stay_off_human_session
 }
 
 #[test]
+fn environments_are_found_from_any_folder_and_a_miss_says_where_it_looked() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let config_home = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(BIN)
+            .arg("--data-dir")
+            .arg(data.path())
+            .args(args)
+            .current_dir(elsewhere.path())
+            .env_remove("REBENCH_ENVIRONMENTS")
+            .env("XDG_CONFIG_HOME", config_home.path())
+            .output()
+            .unwrap()
+    };
+    // Bundled: from the checkout the binary was built from.
+    let shown = json(&run(&["env", "show", "prefix-sum", "--json"]));
+    assert_eq!(shown["id"], "prefix-sum");
+
+    let out = run(&["env", "show", "ghost"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stderr);
+    let here = elsewhere.path().canonicalize().unwrap();
+    for expected in [
+        format!("{}/environments/ghost (the current folder)", here.display()),
+        format!(
+            "{}/environments/ghost (the data dir)",
+            data.path().display()
+        ),
+        format!(
+            "{}/environments/ghost (the checkout rebench was built from)",
+            env!("CARGO_MANIFEST_DIR")
+        ),
+        "REBENCH_ENVIRONMENTS=DIR".to_string(),
+        format!("{}/rebench/config.toml", config_home.path().display()),
+    ] {
+        assert!(text.contains(&expected), "{expected} not in {text}");
+    }
+
+    // A folder named in the config file, relative to the file.
+    let (_d, fixture) = fixture_env(|t| t);
+    std::fs::create_dir_all(config_home.path().join("rebench/envs")).unwrap();
+    std::fs::rename(&fixture, config_home.path().join("rebench/envs/fixed")).unwrap();
+    std::fs::write(
+        config_home.path().join("rebench/config.toml"),
+        "environments = [\"envs\"]\n",
+    )
+    .unwrap();
+    let shown = json(&run(&["env", "show", "fixed", "--json"]));
+    assert_eq!(shown["id"], "fixed");
+}
+
+#[test]
 fn calibrate_measures_starting_and_reference() {
     let (_d, env) = fixture_env(|t| t);
     let server = TestServer::start();

@@ -71,12 +71,21 @@ fn start_type_score_tabs_detach_attach_submit() {
     t.keys("w1", &["d"]);
     let screen = t.wait_text("w1", "WORKSPACE-EXITED 0");
     assert!(screen.contains("Detached from session"), "{screen}");
-    let session = screen
+    let again: Vec<&str> = screen
         .lines()
         .find_map(|l| l.trim().strip_prefix("Come back with: "))
-        .and_then(|cmd| cmd.split_whitespace().last())
         .expect("the reattach command")
-        .to_string();
+        .split_whitespace()
+        .collect();
+    // `rebench` is not on this PATH: the hint names the binary itself.
+    assert_eq!(
+        std::fs::canonicalize(again[0]).ok(),
+        std::fs::canonicalize(common::BIN).ok(),
+        "{screen}"
+    );
+    assert_eq!(again[1..3], ["--data-dir", t.data_dir.to_str().unwrap()]);
+    assert_eq!(again[3], "attach");
+    let session = again[4].to_string();
 
     // Attach again: both tabs, both screens restored.
     t.open("w2", &format!("attach {session}"), &config_home);

@@ -23,7 +23,7 @@ const DETACH_KEY: u8 = 0x1c;
 
 pub async fn start_and_attach(
     mut client: Client,
-    _paths: &DataPaths,
+    paths: &DataPaths,
     view: SessionView,
 ) -> anyhow::Result<i32> {
     println!("{} — session {}", print::printable(&view.title), view.id);
@@ -43,8 +43,8 @@ pub async fn start_and_attach(
         "Recorded: terminal output and input, notes, scores. Inside the shell: score, status, log, note TEXT, pause, submit, instructions."
     );
     println!(
-        "Press Enter to start the clock (Ctrl-C to leave; `rebench begin {}` starts it later).",
-        view.id
+        "Press Enter to start the clock (Ctrl-C to leave; `{}` starts it later).",
+        crate::command_line::rebench_command(paths, &format!("begin {}", view.id))
     );
     let mut line = String::new();
     std::io::stdin()
@@ -55,11 +55,12 @@ pub async fn start_and_attach(
             session: view.id.clone(),
         })
         .await?;
-    attach(client, &view.id, None, false).await
+    attach(client, paths, &view.id, None, false).await
 }
 
 pub async fn attach(
     mut client: Client,
+    paths: &DataPaths,
     session: &str,
     shell: Option<u32>,
     watch: bool,
@@ -177,7 +178,8 @@ pub async fn attach(
     };
     drop(raw);
     println!(
-        "\r\n[rebench: {outcome}; session {session} goes on. `rebench attach {session}` to come back]"
+        "\r\n[rebench: {outcome}; session {session} goes on. `{}` to come back]",
+        crate::command_line::rebench_command(paths, &format!("attach {session}"))
     );
     Ok(0)
 }

@@ -93,8 +93,11 @@ pub fn run(command: EnvCommand, paths: &DataPaths, json: bool) -> anyhow::Result
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&items)?);
             } else if found.is_empty() {
-                let places: Vec<String> = search.iter().map(|p| p.display().to_string()).collect();
-                println!("no environments found (looked in {})", places.join(", "));
+                println!("no environments found; looked in:");
+                for place in &search.places {
+                    println!("  {} ({})", place.dir.display(), place.origin);
+                }
+                println!("{}", search.advice());
             } else {
                 for (dir, env) in &found {
                     match env {

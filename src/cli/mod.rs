@@ -184,7 +184,8 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct NewArgs {
-    /// Environment id (searched in ./environments, <data-dir>/environments, $REBENCH_ENVIRONMENTS) or folder.
+    /// Environment id (searched in ./environments, $REBENCH_ENVIRONMENTS, the config file's
+    /// `environments`, <data-dir>/environments, beside the binary, the checkout it was built from) or folder.
     pub env: String,
     #[arg(long)]
     pub participant: String,

@@ -80,7 +80,7 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
             watch,
         } => {
             if raw || watch || shell.is_some() {
-                return super::attach::attach(client, &session, shell, watch).await;
+                return super::attach::attach(client, paths, &session, shell, watch).await;
             }
             drop(client);
             return crate::tui::run_workspace(paths, &session, false).await;
@@ -354,21 +354,9 @@ pub fn join_command(args: &[String]) -> String {
         return args[0].clone();
     }
     args.iter()
-        .map(|a| shell_quote(a))
+        .map(|a| crate::command_line::shell_quote(a))
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-fn shell_quote(arg: &str) -> String {
-    if !arg.is_empty()
-        && arg
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b))
-    {
-        arg.to_string()
-    } else {
-        format!("'{}'", arg.replace('\'', r"'\''"))
-    }
 }
 
 /// An answer given inline or in a file (`--answer`, `--answer-file`/`--submission-file`).

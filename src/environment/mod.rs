@@ -67,12 +67,12 @@ fn lines<T: fmt::Display>(items: &[T]) -> String {
         .join("\n")
 }
 
-fn paths(items: &[PathBuf]) -> String {
+fn looked_in(items: &[(PathBuf, String)]) -> String {
     items
         .iter()
-        .map(|p| p.display().to_string())
+        .map(|(p, origin)| format!("  {} ({origin})", p.display()))
         .collect::<Vec<_>>()
-        .join(", ")
+        .join("\n")
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -87,10 +87,16 @@ pub enum EnvError {
         name: String,
         known: Vec<String>,
     },
-    #[error("environment \"{name}\" not found (looked in: {})", paths(searched))]
+    /// Display: where it looked, one place a line, then how to add one.
+    #[error(
+        "environment \"{name}\" not found; looked in:\n{}\n{advice}",
+        looked_in(searched)
+    )]
     NotFound {
         name: String,
-        searched: Vec<PathBuf>,
+        /// Each candidate folder and why it was on the search path.
+        searched: Vec<(PathBuf, String)>,
+        advice: String,
     },
     #[error("{}: {source}", path.display())]
     Io {

@@ -1324,7 +1324,11 @@ impl Hub {
     /// What a session's jail hides and shows: see `sandbox::jail`.
     fn jail_layout(&self, meta: &SessionMeta) -> Layout {
         let mut hidden = vec![self.paths.root.clone(), meta.env_dir.clone()];
-        hidden.extend(crate::environment::discovery::search_path(&self.paths.root));
+        hidden.extend(
+            crate::environment::discovery::search_path(&self.paths.root)
+                .dirs()
+                .cloned(),
+        );
         // An environment folder in a git checkout is also in its history
         // (`git show HEAD:environments/x/reference/…`): hide that too.
         let histories: Vec<PathBuf> = hidden.iter().filter_map(|p| git_dir_above(p)).collect();

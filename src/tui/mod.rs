@@ -45,7 +45,7 @@ pub async fn run_workspace(
         runtime::run(terminal, app, conn, server).await
     };
     // The terminal is restored here (guard dropped): now it is safe to print.
-    let again = attach_command(paths, session);
+    let again = crate::command_line::rebench_command(paths, &format!("attach {session}"));
     match ending? {
         runtime::Ending::App(app::Exit::Detached) => {
             println!("Detached from session {session}; it goes on and its clock keeps running.");
@@ -65,17 +65,5 @@ pub async fn run_workspace(
             eprintln!("rebench: {name}; the workspace closed. Session {session} goes on: {again}");
             Ok(1)
         }
-    }
-}
-
-/// The command that reattaches, with `--data-dir` when it is not the default.
-fn attach_command(paths: &crate::paths::DataPaths, session: &str) -> String {
-    if crate::paths::DataPaths::resolve(None) == *paths {
-        format!("rebench attach {session}")
-    } else {
-        format!(
-            "rebench --data-dir {} attach {session}",
-            paths.root.display()
-        )
     }
 }
