@@ -85,7 +85,7 @@ mod tests {
         std::fs::write(&me, "").unwrap();
         std::fs::write(other.join("rebench"), "").unwrap();
 
-        let path = path_of(&[bin.clone()]);
+        let path = path_of(std::slice::from_ref(&bin));
         assert_eq!(program_name(Some(&me), Some(Path::new(&path))), "rebench");
         // Another rebench first on PATH, or none at all: the full path.
         let path = path_of(&[other.clone(), bin.clone()]);
