@@ -9,6 +9,7 @@
 //!                     # after REBENCH_BACKEND and before the machine's safest
 //! environments = ["/srv/rebench/environments"]  # more folders of environments
 //!                     # (relative to this file's folder), after $REBENCH_ENVIRONMENTS
+//! operator_bashrc = false  # `rebench serve`: session shells also load ~/.bashrc
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -116,6 +117,8 @@ pub struct Config {
     pub sandbox: Option<String>,
     /// Folders of environments, absolute.
     pub environments: Vec<PathBuf>,
+    /// The server's session shells also load the operator's `~/.bashrc`.
+    pub operator_bashrc: bool,
 }
 
 impl Default for Config {
@@ -126,6 +129,7 @@ impl Default for Config {
             side_panel: true,
             sandbox: None,
             environments: Vec::new(),
+            operator_bashrc: false,
         }
     }
 }
@@ -138,6 +142,7 @@ struct ConfigFile {
     side_panel: Option<bool>,
     sandbox: Option<String>,
     environments: Option<Vec<PathBuf>>,
+    operator_bashrc: Option<bool>,
 }
 
 impl Config {
@@ -157,6 +162,7 @@ impl Config {
             config.side_panel = side;
         }
         config.sandbox = file.sandbox;
+        config.operator_bashrc = file.operator_bashrc.unwrap_or(false);
         let base = path.parent().unwrap_or(Path::new("/"));
         config.environments = file
             .environments
@@ -275,6 +281,12 @@ mod tests {
         let err = format!("{:#}", Config::parse("mouse = \"yes\"", path).unwrap_err());
         assert!(err.contains("config.toml"), "{err}");
 
+        assert!(!c.operator_bashrc);
+        assert!(
+            Config::parse("operator_bashrc = true", path)
+                .unwrap()
+                .operator_bashrc
+        );
         let c = Config::parse("environments = [\"/srv/envs\", \"mine\"]", path).unwrap();
         assert_eq!(
             c.environments,

@@ -55,6 +55,10 @@ pub struct SandboxSettings {
     /// participant, as `agent`, still has no capability.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub task_standard: bool,
+    /// Session shells also load the operator's `~/.bashrc` (off: the
+    /// session's own rc only, so a broken one cannot cost a prompt).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub operator_bashrc: bool,
 }
 
 /// The networks a container session may be given.

@@ -38,6 +38,8 @@ const SESSION_SET: &[&str] = &[
     "REBENCH_SOCKET",
     "REBENCH_SANDBOX",
     "REBENCH_DATA_DIR",
+    // Read and unset by the session rc (`assets/session.bashrc`).
+    "REBENCH_OPERATOR_BASHRC",
     "VIRTUAL_ENV",
     "XDG_CACHE_HOME",
     "TRITON_CACHE_DIR",

@@ -739,7 +739,7 @@ async fn open_shell(
         program,
         args,
         cwd: host.meta.workspace.clone(),
-        env: hub.session_env(&host),
+        env: shell_env(hub, &host),
         env_clear: true,
         cols,
         rows,
@@ -780,6 +780,16 @@ async fn open_shell(
         hub.freeze(&host).await;
     }
     Ok(shell.info())
+}
+
+/// The session's environment, plus whether the rc loads the operator's
+/// `~/.bashrc` (read by `assets/session.bashrc`).
+fn shell_env(hub: &Hub, host: &super::host::Host) -> Vec<(String, String)> {
+    let mut env = hub.session_env(host);
+    if hub.operator_bashrc || host.meta.container.operator_bashrc {
+        env.push(("REBENCH_OPERATOR_BASHRC".into(), "1".into()));
+    }
+    env
 }
 
 /// bash with the session rc when available, else $SHELL, else sh.

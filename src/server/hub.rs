@@ -65,6 +65,14 @@ pub struct ScoringStarted {
     pub by: String,
 }
 
+/// What session shells start with.
+pub struct ShellRc {
+    /// The session's own rc (`assets/session.bashrc`, written at start).
+    pub file: PathBuf,
+    /// Whether the operator's config asks for their `~/.bashrc` too.
+    pub operator_bashrc: bool,
+}
+
 pub struct Hub {
     pub store: Store,
     pub clock: Arc<dyn MonotonicClock>,
@@ -75,6 +83,9 @@ pub struct Hub {
     pub scoring_started: broadcast::Sender<ScoringStarted>,
     /// The session shell rc file.
     pub rc_file: PathBuf,
+    /// Session shells also load the operator's `~/.bashrc` (the operator's
+    /// config asks; an environment can ask for its own sessions).
+    pub operator_bashrc: bool,
     /// The running `rebench` binary (`sandbox-enter` for jailed sessions).
     exe: Option<PathBuf>,
     /// Its folder (put on the shells' PATH).
@@ -97,7 +108,7 @@ impl Hub {
         store: Store,
         clock: Arc<dyn MonotonicClock>,
         paths: DataPaths,
-        rc_file: PathBuf,
+        shell_rc: ShellRc,
         default_backend: DefaultBackend,
     ) -> Arc<Hub> {
         let (events, _) = broadcast::channel(4096);
@@ -124,7 +135,8 @@ impl Hub {
             hosts: Mutex::new(HashMap::new()),
             events,
             scoring_started,
-            rc_file,
+            rc_file: shell_rc.file,
+            operator_bashrc: shell_rc.operator_bashrc,
             exe,
             bin_dir,
             cgroups,
@@ -431,6 +443,7 @@ impl Hub {
                 image: Some(image.tag.clone()),
                 network: Some(if online { "bridge" } else { "none" }.into()),
                 task_standard: true,
+                operator_bashrc: false,
             };
         }
         let mut meta = SessionMeta {

@@ -11,7 +11,7 @@ mod lock;
 pub mod quota;
 mod recovery;
 mod scoring;
-mod shells;
+pub mod shells;
 
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
@@ -52,6 +52,13 @@ pub async fn serve_with_clock(
     std::fs::write(&rc_file, SESSION_RC)
         .with_context(|| format!("cannot write {}", rc_file.display()))?;
     let default_backend = crate::sandbox::jail::Isolation::default_from_env()?;
+    // Read after the backend, which reports a broken config file first.
+    let operator_bashrc = crate::settings::load_user_config()?.operator_bashrc;
+    if operator_bashrc {
+        tracing::info!(
+            "session shells also load the operator's ~/.bashrc (config: operator_bashrc)"
+        );
+    }
     match &default_backend.warning {
         None => tracing::info!(
             sandbox = default_backend.backend.backend_name(),
@@ -63,7 +70,10 @@ pub async fn serve_with_clock(
         store.clone(),
         clock,
         paths.clone(),
-        rc_file,
+        hub::ShellRc {
+            file: rc_file,
+            operator_bashrc,
+        },
         default_backend,
     );
     recovery::load_and_recover(&hub).await?;

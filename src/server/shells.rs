@@ -359,6 +359,22 @@ fn tell_fell_behind(session: &str, shell: u32, sub: Subscriber) {
     });
 }
 
+/// How long (of the session's active time, so a paused session's frozen
+/// shell does not count) a new shell may print nothing before its pane
+/// says so: a startup stuck on an rc file otherwise looks like a dead
+/// terminal.
+pub const SILENT_START_MS: u64 = 5_000;
+
+/// What the pane shows then (also recorded: it is what the participant saw).
+pub const SILENT_START_NOTICE: &str = "[rebench: this shell has printed nothing for 5 s since it \
+     started: its startup may be stuck (an rc file waiting on something?). Ctrl-C interrupts it.]";
+
+/// Whether a shell that has printed nothing since `opened_ms` (active
+/// time) has been silent too long at `now_ms`.
+pub fn silent_too_long(opened_ms: u64, now_ms: u64) -> bool {
+    now_ms.saturating_sub(opened_ms) >= SILENT_START_MS
+}
+
 async fn pump_output(
     host: Arc<ShellHost>,
     mut output: mpsc::Receiver<Vec<u8>>,
@@ -369,11 +385,24 @@ async fn pump_output(
         code: None,
         signal: None,
     };
+    let opened_ms = (host.active)();
+    let mut silent = true;
+    let mut check = tokio::time::interval(Duration::from_millis(250));
     let exit = loop {
         tokio::select! {
             bytes = output.recv() => match bytes {
-                Some(bytes) => host.on_output(&bytes),
+                Some(bytes) => {
+                    silent = false;
+                    host.on_output(&bytes);
+                }
                 None => break (&mut exited).await.unwrap_or(unknown),
+            },
+            _ = check.tick(), if silent => {
+                if silent_too_long(opened_ms, (host.active)()) {
+                    silent = false;
+                    tracing::warn!(session = %host.session, shell = host.id, "a new shell printed nothing for 5 s");
+                    host.on_output(format!("\r\n{SILENT_START_NOTICE}\r\n").as_bytes());
+                }
             },
             exit = &mut exited => {
                 // The shell is gone; a background job may still hold the terminal
@@ -438,5 +467,19 @@ fn own_pty(
             }
             Err(RecvTimeoutError::Timeout) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn silence_counts_in_active_time_only() {
+        assert!(!silent_too_long(1_000, 1_000));
+        assert!(!silent_too_long(1_000, 5_999));
+        assert!(silent_too_long(1_000, 6_000));
+        // A paused session's clock stands still: its frozen shell never is.
+        assert!(!silent_too_long(1_000, 900));
     }
 }
