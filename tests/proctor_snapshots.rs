@@ -178,9 +178,19 @@ fn extend_dialog_checks_the_duration() {
         "f9t4jc",
         "farah",
     )));
-    key(&mut a, KeyCode::Backspace);
     typed(&mut a, "x");
     key(&mut a, KeyCode::Enter);
+    insta::assert_snapshot!(render(&a));
+}
+
+#[test]
+fn extend_dialog_shows_the_new_total_before_it_is_applied() {
+    let mut a = app(120, 24);
+    a.overlay = Some(Overlay::Dialog(
+        Dialog::new(ActionKind::Extend, "f9t4jc", "farah").with_budget(8.0 * 3600.0, 7.5 * 3600.0),
+    ));
+    // Typing replaces the suggested 30m; a slip (315m) shows before Enter.
+    typed(&mut a, "315m");
     insta::assert_snapshot!(render(&a));
 }
 

@@ -229,6 +229,21 @@ fn harness_refusals_exit_125_with_a_json_error_and_agents_stay_off_human_session
     let id = new_session(&server, &env, &["--kind", "agent"]);
     json(&server.cli(&["begin", &id, "--json"]));
     json(&server.cli(&["pause", &id, "--reason", "break", "--json"]));
+    // The pause names who really asked, as the kernel says, beside the
+    // typed name.
+    let events = String::from_utf8_lossy(&server.cli(&["events", &id]).stdout).to_string();
+    let paused: serde_json::Value = events
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["type"] == "paused")
+        .expect("the pause event");
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    assert_eq!(paused["origin"]["uid"], uid, "{paused}");
+    assert_eq!(paused["origin"]["process"], "rebench", "{paused}");
+    assert!(paused["origin"]["pid"].as_i64().unwrap() > 0, "{paused}");
+    let created: serde_json::Value = serde_json::from_str(events.lines().next().unwrap()).unwrap();
+    assert_eq!(created["origin"]["uid"], uid, "made by an admin: {created}");
     // A refused exec is not the command's exit 1 (nor 124, the timeout).
     let out = server.cli(&["exec", &id, "--json", "--", "true"]);
     assert_eq!(out.status.code(), Some(125));
@@ -316,6 +331,37 @@ fn environments_are_found_from_any_folder_and_a_miss_says_where_it_looked() {
     .unwrap();
     let shown = json(&run(&["env", "show", "fixed", "--json"]));
     assert_eq!(shown["id"], "fixed");
+}
+
+#[test]
+fn a_budget_can_be_reduced_but_never_below_the_time_used() {
+    let (_d, env) = fixture_env(|t| t);
+    let server = TestServer::start();
+    let id = new_session(&server, &env, &["--budget", "2h"]);
+    json(&server.cli(&["begin", &id, "--json"]));
+    // A mistaken extension is taken back, recorded like one.
+    let view = json(&server.cli(&["extend", &id, "--by", "5h", "--reason", "typo", "--json"]));
+    assert_eq!(view["budget_s"], 7.0 * 3600.0);
+    let view = json(&server.cli(&[
+        "extend", &id, "--by", "-5h", "--reason", "meant 5m", "--json",
+    ]));
+    assert_eq!(view["budget_s"], 2.0 * 3600.0);
+    let changes: Vec<f64> = view["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["by_s"].as_f64().unwrap())
+        .collect();
+    assert_eq!(changes, [5.0 * 3600.0, -5.0 * 3600.0]);
+    // Not below what is spent: the participant keeps time already given.
+    let out = server.cli(&["extend", &id, "--by=-2h", "--reason", "too much"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("below the time already used"), "{text}");
+    let view = json(&server.cli(&["show", &id, "--json"]));
+    assert_eq!(view["budget_s"], 2.0 * 3600.0, "nothing changed");
+    let out = server.cli(&["extend", &id, "--by", "0s", "--reason", "none"]);
+    assert_eq!(out.status.code(), Some(1));
 }
 
 #[test]

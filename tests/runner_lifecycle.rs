@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use rebench::protocol::{ExecReply, Request, SessionView};
+use rebench::protocol::{ExecReply, Push, Request, SessionView};
 
 fn read_pid(path: &std::path::Path) -> i32 {
     assert!(wait_until(Duration::from_secs(5), || {
@@ -203,20 +203,71 @@ async fn a_graceful_shutdown_pauses_running_sessions_without_losing_time() {
     let (_env_dir, env) = fixture_env(|t| t);
     let mut server = TestServer::start();
     let session = server.create_running(&env, Some(3600)).await;
+    // A subscribed client (the workspace, the proctor) is told: its
+    // session's pause and the notice, before the connection closes.
+    let mut watcher = server.admin().await;
+    watcher
+        .request(Request::Subscribe { session: None })
+        .await
+        .unwrap();
     std::thread::sleep(Duration::from_millis(1200));
     let out = server.cli(&["shutdown"]);
     assert!(out.status.success());
+    let mut paused = false;
+    let mut told = None;
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while let Ok(push) = watcher.next_push().await {
+            match push {
+                Push::SessionEvent { event, .. } => {
+                    if let rebench::session::EventKind::Paused { reason, .. } = event.kind {
+                        assert_eq!(reason, rebench::session::PauseReason::ServerShutdown);
+                        paused = true;
+                    }
+                }
+                Push::ServerShutdown { message } => told = Some(message),
+                _ => {}
+            }
+        }
+    })
+    .await
+    .expect("the connection closes");
+    let told = told.expect("the shutdown notice");
+    assert!(told.contains("shutting down"), "{told}");
+    assert!(paused, "the session's pause is pushed too");
     if let Some(mut child) = server.child.take() {
         child.wait().unwrap();
     }
     server.spawn();
     let view = server.show(&session.id).await;
-    assert_eq!(view.pause_reason.as_deref(), Some("crash_recovery"));
+    // Not a crash: no CRASH alert for the proctor, nothing to exclude.
+    assert_eq!(view.pause_reason.as_deref(), Some("server_shutdown"));
     assert!(
         view.active_s >= 1.2,
         "time up to the shutdown is kept: {}",
         view.active_s
     );
+    // Nobody can fake one, and the participant may resume it.
+    let mut admin = server.admin().await;
+    let refused = admin
+        .call::<SessionView>(Request::Pause {
+            session: session.id.clone(),
+            reason: rebench::session::PauseReason::ServerShutdown,
+            note: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.code(),
+        Some(rebench::protocol::ErrorCode::Forbidden)
+    );
+    let mut me = server.participant(&session.id).await;
+    let resumed: SessionView = me
+        .call(Request::Resume {
+            session: session.id.clone(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(resumed.state, "running");
 }
 
 #[tokio::test]

@@ -193,7 +193,13 @@ async fn durations_from_outside_are_range_checked() {
         err.contains("--timeout") && err.contains("too long"),
         "{err}"
     );
-    for by_s in [u64::MAX, u64::MAX / 1000 + 1, 400 * 24 * 3600] {
+    for by_s in [
+        i64::MAX,
+        i64::MAX / 1000 + 1,
+        400 * 24 * 3600,
+        i64::MIN,
+        -400 * 24 * 3600,
+    ] {
         let refused = refusal(
             admin
                 .request(Request::Extend {

@@ -77,6 +77,7 @@ fn event(kind: EventKind) -> Action {
         seq: 9,
         at: chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
         active_ms: 1000,
+        origin: None,
         kind,
     }))
 }
@@ -295,6 +296,7 @@ fn a_score_typed_in_the_shell_shows_the_scoring_indicator_until_its_entry_arrive
         seq: 9,
         at: chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
         active_ms: 2000,
+        origin: None,
         kind: EventKind::Scored {
             entry: Box::new(entry),
         },
@@ -337,5 +339,42 @@ fn a_tab_dropped_for_falling_behind_attaches_again_by_itself() {
             .as_deref()
             .unwrap_or("")
             .contains("took over")
+    );
+}
+
+#[test]
+fn a_server_shutdown_is_told_apart_from_a_lost_connection() {
+    use rebench::tui::app::Exit;
+    let exits = |effects: Vec<Effect>| -> Vec<Exit> {
+        effects
+            .into_iter()
+            .filter_map(|e| match e {
+                Effect::Exit(exit) => Some(exit),
+                _ => None,
+            })
+            .collect()
+    };
+    // The server's notice.
+    let mut app = running_app(5000.0);
+    assert_eq!(
+        exits(app.update(Action::ServerShutdown)),
+        [Exit::ServerShutdown]
+    );
+    // A connection that just breaks is lost...
+    let mut app = running_app(5000.0);
+    assert_eq!(
+        exits(app.update(Action::Disconnected("gone".into()))),
+        [Exit::Lost("gone".into())]
+    );
+    // ...unless the session was just paused for the shutdown (the notice
+    // did not make it).
+    app.update(event(EventKind::Paused {
+        reason: PauseReason::ServerShutdown,
+        by: "rebench".into(),
+        note: None,
+    }));
+    assert_eq!(
+        exits(app.update(Action::Disconnected("gone".into()))),
+        [Exit::ServerShutdown]
     );
 }

@@ -142,6 +142,11 @@ pub async fn attach(
                 }
                 Ok(ServerLine::Event { event: Push::ShellExited { shell: s, .. } }) if s == shell => break "the shell exited".to_string(),
                 Ok(ServerLine::Event { event: Push::ShellDetached { reason, .. } }) => break reason,
+                Ok(ServerLine::Event { event: Push::ServerShutdown { message } }) => {
+                    drop(raw);
+                    println!("\r\n[rebench: {message}. `{}` comes back then]", crate::command_line::rebench_command(paths, &format!("attach {session}")));
+                    return Ok(1);
+                }
                 Ok(ServerLine::Error { message, .. }) => {
                     // Say it once, not once per key (e.g. input while paused).
                     if message != last_notice {

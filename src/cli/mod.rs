@@ -120,8 +120,9 @@ pub enum Command {
     /// Extend the budget.
     Extend {
         session: String,
-        /// A duration such as 30m or 1h30m.
-        #[arg(long = "by", value_name = "DURATION")]
+        /// A duration such as 30m or 1h30m; negative (-15m) takes time off,
+        /// never below the time already used.
+        #[arg(long = "by", value_name = "DURATION", allow_hyphen_values = true)]
         by: String,
         #[arg(long)]
         reason: String,

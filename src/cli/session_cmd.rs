@@ -132,10 +132,18 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
             by,
             reason,
         } => {
-            let by_s = parse_duration(&by)
-                .map_err(anyhow::Error::msg)
-                .context("--by")?
-                .as_secs();
+            let (sign, magnitude) = match by.trim().strip_prefix('-') {
+                Some(rest) => (-1, rest),
+                None => (1, by.trim().strip_prefix('+').unwrap_or(by.trim())),
+            };
+            let by_s = sign
+                * i64::try_from(
+                    parse_duration(magnitude)
+                        .map_err(anyhow::Error::msg)
+                        .context("--by")?
+                        .as_secs(),
+                )
+                .context("--by")?;
             show(
                 &client
                     .call(Request::Extend {

@@ -109,6 +109,9 @@ pub fn session_alerts(t: &Tracked, limits: &Thresholds, now: DateTime<Utc>) -> V
             Some(p) if !t.running() => p.start.min(now - short_by),
             _ => now - short_by,
         };
+        // A budget shorter than the line (or pauses since) puts that moment
+        // before the start: the clock was under it from the start.
+        let since = v.started_at.map_or(since, |start| since.max(start));
         alerts.push(Alert {
             kind: AlertKind::BudgetLow,
             since,
@@ -348,6 +351,14 @@ mod tests {
         });
         let alerts = session_alerts(&t, &Thresholds::default(), at(102));
         assert_eq!(alerts[1].text, "shell 1 exited (exit code 0)");
+        // A 10-minute budget is under the 15-minute line from its start,
+        // not from 5 minutes before it.
+        t.view.started_at = Some(at(90));
+        t.view.budget_s = 600.0;
+        t.view.active_s = 10.0;
+        let alerts = session_alerts(&t, &Thresholds::default(), at(100));
+        assert_eq!(alerts[0].kind, AlertKind::BudgetLow);
+        assert_eq!(alerts[0].since, at(90));
         // A session that has not started has no budget alert.
         t.view.started_at = None;
         t.view.state = "created".into();

@@ -70,6 +70,8 @@ pub enum Effect {
 pub enum Exit {
     Quit,
     Lost(String),
+    /// The server is stopping in order; the sessions wait, paused.
+    ServerShutdown,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -193,6 +193,7 @@ mod tests {
             seq,
             at: DateTime::from_timestamp(1_800_000_000 + seq as i64, 0).unwrap_or_default(),
             active_ms: seq * 1000,
+            origin: None,
             kind: EventKind::Exec(Box::new(ExecRecord {
                 command: command.into(),
                 cwd: ".".into(),

@@ -7,6 +7,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use crate::environment::duration::parse_duration;
 use crate::protocol::Request;
 use crate::session::PauseReason;
+use crate::tui::format::human_duration;
 
 /// Longest reason we take (the server allows more; a reason is one line).
 const MAX_TEXT: usize = 500;
@@ -88,8 +89,13 @@ pub struct Dialog {
     pub session: String,
     pub participant: String,
     pub reason: String,
-    /// The extension (e.g. `30m`), for Extend.
+    /// The budget change (e.g. `30m`, `-15m`), for Extend.
     pub duration: String,
+    /// The pre-filled `30m` is still untouched: typing replaces it.
+    pub prefilled: bool,
+    /// The session's budget and active time when the dialog opened (the
+    /// preview of an extension's new total).
+    pub budget: Option<(f64, f64)>,
     pub field: Field,
     /// End: the reason is in; waiting for `y`.
     pub confirming: bool,
@@ -108,6 +114,8 @@ impl Dialog {
             } else {
                 String::new()
             },
+            prefilled: kind == ActionKind::Extend,
+            budget: None,
             field: if kind == ActionKind::Extend {
                 Field::Duration
             } else {
@@ -116,6 +124,42 @@ impl Dialog {
             confirming: false,
             error: None,
         }
+    }
+
+    /// The session's budget and time used, for the extension's preview.
+    pub fn with_budget(mut self, budget_s: f64, used_s: f64) -> Dialog {
+        self.budget = Some((budget_s, used_s));
+        self
+    }
+
+    /// What the extension makes of the budget: `+30m: 2h → 2h 30m`, or
+    /// why it cannot be applied.
+    pub fn preview(&self) -> Option<Result<String, String>> {
+        if !self.has_duration() {
+            return None;
+        }
+        let change = match self.extension_s() {
+            Ok(change) => change,
+            Err(e) => return Some(Err(e)),
+        };
+        let (budget_s, used_s) = self.budget?;
+        let new_total = budget_s + change as f64;
+        let change_text = format!(
+            "{}{}",
+            if change < 0 { "-" } else { "+" },
+            human_duration(change.unsigned_abs() as f64)
+        );
+        if new_total < used_s {
+            return Some(Err(format!(
+                "{change_text} would leave less than the {} already used",
+                human_duration(used_s)
+            )));
+        }
+        Some(Ok(format!(
+            "{change_text}: budget {} → {}",
+            human_duration(budget_s),
+            human_duration(new_total)
+        )))
     }
 
     pub fn has_duration(&self) -> bool {
@@ -152,9 +196,21 @@ impl Dialog {
             KeyCode::Esc => return Outcome::Cancelled,
             KeyCode::Char('c') if ctrl => return Outcome::Cancelled,
             KeyCode::Char('u') if ctrl => self.text_mut().clear(),
+            // The pre-filled duration is a suggestion: the first key
+            // replaces it rather than appending (`15m`, not `30m15m`).
+            KeyCode::Char(_) | KeyCode::Backspace
+                if self.prefilled && self.field == Field::Duration && !ctrl =>
+            {
+                self.prefilled = false;
+                self.duration.clear();
+                if let KeyCode::Char(c) = key.code {
+                    self.duration.push(c);
+                }
+            }
             KeyCode::Tab | KeyCode::BackTab | KeyCode::Up | KeyCode::Down
                 if self.has_duration() =>
             {
+                self.prefilled = false;
                 self.field = match self.field {
                     Field::Duration => Field::Reason,
                     Field::Reason => Field::Duration,
@@ -192,8 +248,9 @@ impl Dialog {
     }
 
     fn enter(&mut self) -> Outcome {
+        self.prefilled = false;
         if self.has_duration() && self.field == Field::Duration {
-            if let Err(e) = self.extension_s() {
+            if let Some(Err(e)) = self.preview() {
                 self.error = Some(e);
             } else {
                 self.field = Field::Reason;
@@ -211,17 +268,23 @@ impl Dialog {
         self.submission()
     }
 
-    fn extension_s(&self) -> Result<u64, String> {
-        let secs = parse_duration(&self.duration)?.as_secs();
+    /// The change asked for: `30m` adds, `-15m` takes off.
+    fn extension_s(&self) -> Result<i64, String> {
+        let text = self.duration.trim();
+        let (sign, magnitude) = match text.strip_prefix('-') {
+            Some(rest) => (-1, rest),
+            None => (1, text.strip_prefix('+').unwrap_or(text)),
+        };
+        let secs = parse_duration(magnitude)?.as_secs();
         if secs == 0 {
-            return Err("an extension must be longer than 0s".into());
+            return Err("a budget change must not be 0s".into());
         }
-        Ok(secs)
+        Ok(sign * i64::try_from(secs).map_err(|e| e.to_string())?)
     }
 
     fn check(&self) -> Result<(), String> {
-        if self.has_duration() {
-            self.extension_s()?;
+        if let Some(Err(e)) = self.preview() {
+            return Err(e);
         }
         if self.reason.trim().is_empty() && !self.reason_optional() {
             return Err(format!("type a {} first", self.reason_label()));
@@ -329,9 +392,6 @@ mod tests {
     #[test]
     fn extend_reads_a_duration_then_a_reason() {
         let mut d = Dialog::new(ActionKind::Extend, "k7", "alice");
-        d.key(key(KeyCode::Backspace));
-        d.key(key(KeyCode::Backspace));
-        d.key(key(KeyCode::Backspace));
         typed(&mut d, "1h5");
         d.key(key(KeyCode::Enter));
         assert!(d.error.as_deref().is_some_and(|e| e.contains("1h5")));
@@ -350,6 +410,42 @@ mod tests {
                 reason: "server outage".into()
             }
         );
+    }
+
+    #[test]
+    fn typing_replaces_the_suggested_extension_and_the_new_total_is_shown() {
+        let open = || Dialog::new(ActionKind::Extend, "k7", "alice").with_budget(7200.0, 3000.0);
+        let mut d = open();
+        assert_eq!(d.preview(), Some(Ok("+30m: budget 2h → 2h 30m".into())));
+        typed(&mut d, "15m");
+        assert_eq!(d.duration, "15m", "not 30m15m");
+        assert_eq!(d.preview(), Some(Ok("+15m: budget 2h → 2h 15m".into())));
+        // A slip of the finger is visible before it is applied.
+        let mut d = open();
+        typed(&mut d, "315m");
+        assert_eq!(d.preview(), Some(Ok("+5h 15m: budget 2h → 7h 15m".into())));
+        // Taking time off, and never below the time used.
+        let mut d = open();
+        typed(&mut d, "-1h");
+        assert_eq!(d.preview(), Some(Ok("-1h: budget 2h → 1h".into())));
+        let mut d = open();
+        typed(&mut d, "-1h30m");
+        let Some(Err(e)) = d.preview() else {
+            panic!("allowed below the time used");
+        };
+        assert!(e.contains("already used"), "{e}");
+        d.key(key(KeyCode::Enter));
+        assert_eq!(d.field, Field::Duration, "not accepted");
+        assert!(d.error.is_some());
+        // Backspace on the suggestion clears it; after Tab typing appends.
+        let mut d = open();
+        d.key(key(KeyCode::Backspace));
+        assert_eq!(d.duration, "");
+        let mut d = open();
+        d.key(key(KeyCode::Tab));
+        d.key(key(KeyCode::Tab));
+        typed(&mut d, "5m");
+        assert_eq!(d.duration, "30m5m");
     }
 
     #[test]

@@ -56,6 +56,14 @@ pub async fn run(args: ProctorArgs, paths: &crate::paths::DataPaths) -> anyhow::
     // The terminal is restored here: now it is safe to print.
     match ending? {
         runtime::Ending::App(app::Exit::Quit) => Ok(0),
+        runtime::Ending::App(app::Exit::ServerShutdown) => {
+            eprintln!("rebench proctor: the server was shut down.");
+            eprintln!(
+                "Running sessions are paused (server_shutdown) and their shells ended; \
+                 run `rebench proctor` again once the server is back."
+            );
+            Ok(1)
+        }
         runtime::Ending::App(app::Exit::Lost(why)) => {
             eprintln!("rebench proctor: {why}");
             eprintln!(

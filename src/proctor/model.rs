@@ -332,6 +332,7 @@ pub mod tests {
             seq,
             at: at(secs),
             active_ms: secs as u64 * 1000,
+            origin: None,
             kind,
         }
     }

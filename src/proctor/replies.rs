@@ -4,7 +4,7 @@
 
 use serde::de::DeserializeOwned;
 
-use super::app::{App, Effect, Pending, ReplyError, Screen};
+use super::app::{App, Effect, Exit, Pending, ReplyError, Screen};
 use super::model::ShellExit;
 use crate::protocol::{AttachMode, AttachReply, Push, Request, SessionView, ShellInfo, b64_decode};
 use crate::session::{Event, EventKind};
@@ -254,6 +254,7 @@ impl App {
             Push::ShellDetached { .. } => Vec::new(),
             // Events were dropped on the way: re-read every session now.
             Push::EventsSkipped { .. } => self.resync(),
+            Push::ServerShutdown { .. } => vec![Effect::Exit(Exit::ServerShutdown)],
         }
     }
 

@@ -346,6 +346,7 @@ pub fn exec_event(seq: u64, secs: i64, command: &str, stdout: &str) -> Event {
         seq,
         at: at(secs),
         active_ms: (secs.max(0) as u64) * 1000,
+        origin: None,
         kind: EventKind::Exec(Box::new(ExecRecord {
             command: command.into(),
             cwd: ".".into(),
@@ -367,6 +368,7 @@ pub fn scored_event(seq: u64, secs: i64, normalized: f64) -> Event {
         seq,
         at: at(secs),
         active_ms: (secs.max(0) as u64) * 1000,
+        origin: None,
         kind: EventKind::Scored {
             entry: Box::new(ScoreEntry {
                 phase: ScorePhase::Intermediate,

@@ -309,7 +309,9 @@ impl App {
             ));
             return Vec::new();
         }
-        self.overlay = Some(Overlay::Dialog(Dialog::new(kind, &id, &t.view.participant)));
+        let dialog = Dialog::new(kind, &id, &t.view.participant)
+            .with_budget(t.view.budget_s, t.active_s(self.now));
+        self.overlay = Some(Overlay::Dialog(dialog));
         Vec::new()
     }
 
@@ -448,6 +450,15 @@ mod tests {
         let effects = skipped.update(Action::Push(Box::new(Push::EventsSkipped { skipped: 12 })));
         assert!(!effects.is_empty());
         assert_eq!(effects, app().update(Action::Resync));
+    }
+
+    #[test]
+    fn a_server_shutdown_ends_the_dashboard_saying_so() {
+        let mut a = app();
+        let effects = a.update(Action::Push(Box::new(Push::ServerShutdown {
+            message: "stopping".into(),
+        })));
+        assert_eq!(effects, vec![Effect::Exit(Exit::ServerShutdown)]);
     }
 
     #[test]

@@ -65,9 +65,11 @@ pub enum Request {
     Resume {
         session: String,
     },
+    /// Change the budget: `by_s` > 0 extends it, < 0 reduces it (never
+    /// below the time already used).
     Extend {
         session: String,
-        by_s: u64,
+        by_s: i64,
         reason: String,
     },
     Submit {
@@ -334,6 +336,13 @@ pub enum Push {
     /// `list_sessions`). Nothing is lost from the store, only from this stream.
     EventsSkipped {
         skipped: u64,
+    },
+    /// To every connection: the server is stopping in order (`rebench
+    /// shutdown`, SIGTERM). Running sessions are paused (`server_shutdown`,
+    /// pushed before this to their subscribers), shells end, the connection
+    /// closes next; sessions wait, paused, for the server to come back.
+    ServerShutdown {
+        message: String,
     },
 }
 

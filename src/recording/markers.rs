@@ -23,8 +23,9 @@ pub fn marker_for(kind: &EventKind, unit: &str) -> Option<(MarkerKind, String)> 
         EventKind::Extended { by_ms, reason, by } => (
             MarkerKind::Extension,
             format!(
-                "budget extended by {} by {by}: {reason}",
-                super::timeline::duration_text(*by_ms)
+                "budget {} by {} by {by}: {reason}",
+                if *by_ms < 0 { "reduced" } else { "extended" },
+                super::timeline::duration_text(by_ms.unsigned_abs())
             ),
         ),
         EventKind::Warning { remaining_s, .. } => (

@@ -41,7 +41,7 @@ pub fn build(rec: &SessionRecording) -> Timeline {
     let mut agent = Track::new(None, "agent (exec)", transcript::COLS, transcript::ROWS);
 
     let mut open_pause: Option<Ms> = None;
-    let mut extended_ms = 0;
+    let mut extended_ms: i64 = 0;
     for event in &rec.events {
         let t = at(event.at);
         timeline.clock.push(ClockPoint {
@@ -87,7 +87,7 @@ pub fn build(rec: &SessionRecording) -> Timeline {
         timeline.tracks.push(agent);
     }
     let budget_ms = (view.budget_s * 1000.0).round().max(0.0) as u64;
-    timeline.base_budget_ms = Some(budget_ms.saturating_sub(extended_ms));
+    timeline.base_budget_ms = Some(budget_ms.saturating_add_signed(-extended_ms));
     timeline.sort();
     timeline
 }

@@ -148,7 +148,8 @@ pub struct Timeline {
     pub clock: Vec<ClockPoint>,
     /// The budget before any extension, and each extension (time, added ms).
     pub base_budget_ms: Option<u64>,
-    pub extensions: Vec<(Ms, u64)>,
+    /// When the budget changed, and by how much (negative: reduced).
+    pub extensions: Vec<(Ms, i64)>,
     /// Set when the source was damaged: what and where, and that playback stops there.
     pub damage: Option<String>,
     /// The idle-time limit the source asks for (asciicast `idle_time_limit`).
@@ -187,13 +188,13 @@ impl Timeline {
 
     pub fn budget_ms_at(&self, t: Ms) -> Option<u64> {
         let base = self.base_budget_ms?;
-        let added: u64 = self
+        let added: i64 = self
             .extensions
             .iter()
             .filter(|(at, _)| *at <= t)
             .map(|(_, by)| by)
             .sum();
-        Some(base + added)
+        Some(base.saturating_add_signed(added))
     }
 
     /// Budget left at `t` (negative when over).

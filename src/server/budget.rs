@@ -20,6 +20,7 @@ fn system() -> super::hub::Actor {
     super::hub::Actor {
         name: SYSTEM.into(),
         audience: crate::protocol::Audience::Admin,
+        origin: None,
     }
 }
 

@@ -52,6 +52,8 @@ struct Conn {
     tx: mpsc::Sender<ServerLine>,
     role: Option<Role>,
     actor: Actor,
+    /// Who is on the other end, from the kernel (recorded for admins).
+    peer: Option<crate::session::Origin>,
     /// Event forwarders of `subscribe`, stopped when the connection ends.
     subscriptions: Vec<tokio::task::JoinHandle<()>>,
     /// The session whose connection count this connection holds (participants).
@@ -59,6 +61,7 @@ struct Conn {
 }
 
 pub async fn serve_connection(hub: Arc<Hub>, stream: UnixStream, door: Door) {
+    let peer = peer_origin(&stream);
     let (read_half, mut write_half) = stream.into_split();
     let (tx, mut rx) = mpsc::channel::<ServerLine>(1024);
     let writer = tokio::spawn(async move {
@@ -84,10 +87,16 @@ pub async fn serve_connection(hub: Arc<Hub>, stream: UnixStream, door: Door) {
         actor: Actor {
             name: "unknown".into(),
             audience: Audience::Participant,
+            origin: None,
         },
+        peer,
         subscriptions: Vec::new(),
         claimed: None,
     };
+    conn.subscriptions.push(tokio::spawn(tell_when_closing(
+        hub.subscribe_closing(),
+        tx.clone(),
+    )));
     let mut reader = BufReader::new(read_half);
     let mut buf = Vec::new();
     loop {
@@ -148,6 +157,35 @@ pub async fn serve_connection(hub: Arc<Hub>, stream: UnixStream, door: Door) {
     drop(conn);
     drop(tx);
     let _ = writer.await;
+}
+
+/// The peer process of a Unix socket connection, from SO_PEERCRED.
+fn peer_origin(stream: &UnixStream) -> Option<crate::session::Origin> {
+    let cred = stream.peer_cred().ok()?;
+    let pid = cred.pid()?;
+    let process = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|name| name.trim().to_string())
+        .unwrap_or_default();
+    Some(crate::session::Origin {
+        uid: cred.uid(),
+        pid,
+        process,
+    })
+}
+
+/// Pushes `server_shutdown` once the server begins to stop.
+async fn tell_when_closing(
+    mut closing: tokio::sync::watch::Receiver<bool>,
+    tx: mpsc::Sender<ServerLine>,
+) {
+    if closing.wait_for(|closing| *closing).await.is_ok() {
+        let line = ServerLine::Event {
+            event: Push::ServerShutdown {
+                message: "the rebench server is shutting down; running sessions are paused (server_shutdown) until it is back".into(),
+            },
+        };
+        let _ = tx.send(line).await;
+    }
 }
 
 enum LineRead {
@@ -326,6 +364,7 @@ impl Conn {
             Role::Admin => Actor {
                 name: sanitize_name(client),
                 audience: Audience::Admin,
+                origin: self.peer.clone(),
             },
             Role::Participant { session } => {
                 let name = self
@@ -336,6 +375,7 @@ impl Conn {
                 Actor {
                     name,
                     audience: Audience::Participant,
+                    origin: None,
                 }
             }
         };
@@ -437,10 +477,11 @@ impl Conn {
             }
             other => {
                 // Everything else may take a while (scoring, exec): run it beside the connection.
-                tokio::spawn(async move {
+                let origin = actor.origin.clone();
+                tokio::spawn(super::host::ORIGIN.scope(origin, async move {
                     let result = run_request(&hub, other, &actor).await;
                     Self::reply(&tx, id, result);
-                });
+                }));
             }
         }
     }

@@ -232,7 +232,8 @@ impl Host {
         self.clock_guard().stop_capped(now, live.state.budget_ms)
     }
 
-    /// Appends an event durably at the current active time and applies it.
+    /// Appends an event durably at the current active time and applies it
+    /// (stamped with the admin's origin when an admin request made it).
     pub async fn append(
         &self,
         live: &mut MutexGuard<'_, Live>,
@@ -254,6 +255,7 @@ impl Host {
             seq: live.state.next_seq(),
             at: Utc::now(),
             active_ms,
+            origin: current_origin(),
             kind,
         };
         if let Err(e) = self.store.append(&self.meta.id, &event).await {
@@ -274,6 +276,7 @@ impl Host {
             seq: live.state.next_seq(),
             at: Utc::now(),
             active_ms,
+            origin: current_origin(),
             kind,
         };
         if let Err(e) = self.store.append_unflushed(&self.meta.id, &event) {
@@ -363,4 +366,14 @@ impl Drop for ScoringMark<'_> {
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = None;
     }
+}
+
+tokio::task_local! {
+    /// The admin behind the request being handled (see `conn`): events
+    /// appended while handling it carry it.
+    pub static ORIGIN: Option<crate::session::Origin>;
+}
+
+fn current_origin() -> Option<crate::session::Origin> {
+    ORIGIN.try_with(Clone::clone).ok().flatten()
 }

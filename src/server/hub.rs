@@ -39,6 +39,8 @@ use super::shells::ShellEnded;
 pub struct Actor {
     pub name: String,
     pub audience: Audience,
+    /// The process behind an admin connection (events it causes carry it).
+    pub origin: Option<crate::session::Origin>,
 }
 
 /// The runner's name in the event log for what it does by itself.
@@ -101,6 +103,9 @@ pub struct Hub {
     /// Where sessions' cgroups are made; None where the machine allows none.
     pub cgroups: Option<CgroupRoot>,
     pub shutdown: tokio::sync::Notify,
+    /// Set once the server begins an orderly stop; every connection then
+    /// pushes `server_shutdown` to its client.
+    pub closing: tokio::sync::watch::Sender<bool>,
 }
 
 impl Hub {
@@ -144,7 +149,12 @@ impl Hub {
             default_backend,
             keep_containers: std::env::var("REBENCH_KEEP_CONTAINERS").is_ok_and(|v| v == "1"),
             shutdown: tokio::sync::Notify::new(),
+            closing: tokio::sync::watch::Sender::new(false),
         })
+    }
+
+    pub fn subscribe_closing(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.closing.subscribe()
     }
 
     fn hosts(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Host>>> {
@@ -483,6 +493,7 @@ impl Hub {
             seq: 0,
             at: meta.created_at,
             active_ms: 0,
+            origin: by.origin.clone(),
             kind: EventKind::Created {
                 by: by.name.clone(),
             },
@@ -765,20 +776,19 @@ impl Hub {
     pub async fn extend(
         &self,
         id: &str,
-        by_s: u64,
+        by_s: i64,
         reason: String,
         by: &Actor,
     ) -> OpResult<SessionView> {
         let host = self.host(id)?;
-        if by_s == 0 || by_s > crate::environment::duration::MAX_DURATION.as_secs() {
+        let max_s = crate::environment::duration::MAX_DURATION.as_secs();
+        if by_s == 0 || by_s.unsigned_abs() > max_s {
             return Err(OpError::new(
                 ErrorCode::BadRequest,
-                format!(
-                    "an extension must be more than 0 seconds and at most {} seconds",
-                    crate::environment::duration::MAX_DURATION.as_secs()
-                ),
+                format!("a budget change must be non-zero and at most {max_s} seconds either way"),
             ));
         }
+        let by_ms = by_s * 1000;
         if reason.trim().is_empty() {
             return Err(OpError::new(
                 ErrorCode::BadRequest,
@@ -793,7 +803,7 @@ impl Hub {
             if live
                 .state
                 .budget_ms
-                .checked_add(by_s * 1000)
+                .checked_add_signed(by_ms)
                 .is_none_or(|total| {
                     total > 10 * crate::environment::duration::MAX_DURATION.as_millis() as u64
                 })
@@ -803,10 +813,29 @@ impl Hub {
                     "this extension would make the budget longer than ten years; refused",
                 ));
             }
+            if by_ms < 0 {
+                use crate::environment::duration::format_duration;
+                // Never below what is already spent: the clock would be over
+                // at once, for time the participant had been given.
+                let used = host.active_ms().max(live.state.active_ms);
+                let total = live.state.budget_ms.saturating_add_signed(by_ms);
+                if total < used {
+                    return Err(OpError::new(
+                        ErrorCode::BadRequest,
+                        format!(
+                            "the budget cannot go below the time already used ({}); at most {} can be taken off",
+                            format_duration(Duration::from_millis(used)),
+                            format_duration(Duration::from_millis(
+                                live.state.budget_ms.saturating_sub(used)
+                            ))
+                        ),
+                    ));
+                }
+            }
             host.append(
                 &mut live,
                 EventKind::Extended {
-                    by_ms: by_s * 1000,
+                    by_ms,
                     reason,
                     by: by.name.clone(),
                 },

@@ -113,7 +113,10 @@ pub async fn serve_with_clock(
 }
 
 /// Stops every running clock on record before the server goes, so a planned
-/// stop costs no budget; processes are frozen until someone resumes.
+/// stop costs no budget (`server_shutdown`: no CRASH alert); the pause is
+/// pushed to every subscribed client first, so each can say what happened.
+/// The shells end with the server (it holds their terminals); the
+/// workspaces stay.
 async fn shut_down(hub: &Arc<hub::Hub>) {
     for host in hub.all_hosts() {
         let mut live = host.live.lock().await;
@@ -121,7 +124,7 @@ async fn shut_down(hub: &Arc<hub::Hub>) {
             let active = host.set_clock_running(&live, false);
             hub.freeze(&host).await;
             let kind = EventKind::Paused {
-                reason: PauseReason::CrashRecovery,
+                reason: PauseReason::ServerShutdown,
                 by: hub::SYSTEM.into(),
                 note: Some("the server was shut down".into()),
             };
@@ -129,6 +132,9 @@ async fn shut_down(hub: &Arc<hub::Hub>) {
                 tracing::error!(session = %host.id(), "could not record the shutdown pause: {e}");
             }
         }
+    }
+    hub.closing.send_replace(true);
+    for host in hub.all_hosts() {
         for shell in host.shells_guard().values() {
             shell.kill();
         }
@@ -136,7 +142,12 @@ async fn shut_down(hub: &Arc<hub::Hub>) {
     if let Err(e) = hub.store.flush().await {
         tracing::error!("final flush failed: {e}");
     }
+    // Let the connections' writers deliver the pauses and the notice.
+    tokio::time::sleep(SHUTDOWN_NOTICE_GRACE).await;
 }
+
+/// How long an orderly stop waits for its last pushes to reach clients.
+const SHUTDOWN_NOTICE_GRACE: Duration = Duration::from_millis(300);
 
 /// Listens on `path` with `mode`: the admin socket is the owner's alone;
 /// the participant socket may be connected to by any user that can reach

@@ -13,6 +13,20 @@ pub struct Event {
     pub active_ms: u64,
     #[serde(flatten)]
     pub kind: EventKind,
+    /// Who really asked, as the kernel says (an admin connection's peer):
+    /// the `by` names in `kind` are typed by the client and prove nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
+}
+
+/// The process behind an admin connection, from its socket's peer
+/// credentials (SO_PEERCRED) when it connected.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    pub uid: u32,
+    pub pid: i32,
+    /// Its command name (`/proc/PID/comm`) at connect time.
+    pub process: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -35,8 +49,10 @@ pub enum EventKind {
     Resumed {
         by: String,
     },
+    /// The budget changed: more time, or less (`by_ms` < 0, never below
+    /// the time already used).
     Extended {
-        by_ms: u64,
+        by_ms: i64,
         reason: String,
         by: String,
     },
@@ -102,16 +118,20 @@ pub enum PauseReason {
     TechnicalIssue,
     ApiOutage,
     CrashRecovery,
+    /// An orderly stop of the server (`rebench shutdown`, SIGTERM): unlike
+    /// a crash, no clock time is lost and nothing is suspicious.
+    ServerShutdown,
 }
 
 impl PauseReason {
-    pub const ALL: [PauseReason; 6] = [
+    pub const ALL: [PauseReason; 7] = [
         PauseReason::Break,
         PauseReason::Proctor,
         PauseReason::Scoring,
         PauseReason::TechnicalIssue,
         PauseReason::ApiOutage,
         PauseReason::CrashRecovery,
+        PauseReason::ServerShutdown,
     ];
 
     pub fn as_str(&self) -> &'static str {
@@ -122,15 +142,19 @@ impl PauseReason {
             PauseReason::TechnicalIssue => "technical_issue",
             PauseReason::ApiOutage => "api_outage",
             PauseReason::CrashRecovery => "crash_recovery",
+            PauseReason::ServerShutdown => "server_shutdown",
         }
     }
 
     /// Reasons a participant may pause for themselves.
     /// Reasons only the server itself records (a scoring run's pause, a
-    /// crash found at start): nobody may ask for them, or a pause could
-    /// pass for a crash (a CRASH alert) or a scoring run.
+    /// crash found at start, an orderly stop): nobody may ask for them, or a
+    /// pause could pass for a crash (a CRASH alert) or a scoring run.
     pub fn system_only(&self) -> bool {
-        matches!(self, PauseReason::Scoring | PauseReason::CrashRecovery)
+        matches!(
+            self,
+            PauseReason::Scoring | PauseReason::CrashRecovery | PauseReason::ServerShutdown
+        )
     }
 
     pub fn participant_may_pause(&self) -> bool {
@@ -142,7 +166,11 @@ impl PauseReason {
 
     /// Pauses a participant may end themselves (not a proctor's, not the system's scoring).
     pub fn participant_may_resume(&self) -> bool {
-        self.participant_may_pause() || *self == PauseReason::CrashRecovery
+        self.participant_may_pause()
+            || matches!(
+                self,
+                PauseReason::CrashRecovery | PauseReason::ServerShutdown
+            )
     }
 }
 
@@ -257,6 +285,7 @@ mod tests {
             seq: 3,
             at: DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
             active_ms: 1234,
+            origin: None,
             kind: EventKind::Paused {
                 reason: PauseReason::TechnicalIssue,
                 by: "alice".into(),

@@ -38,7 +38,8 @@ pub struct PauseRecord {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ExtensionRecord {
     pub at: DateTime<Utc>,
-    pub by_ms: u64,
+    /// Negative for a reduction.
+    pub by_ms: i64,
     pub reason: String,
     pub by: String,
 }
@@ -125,7 +126,7 @@ impl SessionState {
             EventKind::Extended { by_ms, reason, by } => {
                 // The server refuses extensions that would overflow; a log
                 // written by anything else must not panic the reducer.
-                self.budget_ms = self.budget_ms.saturating_add(*by_ms);
+                self.budget_ms = self.budget_ms.saturating_add_signed(*by_ms);
                 self.extensions.push(ExtensionRecord {
                     at: event.at,
                     by_ms: *by_ms,
@@ -213,6 +214,7 @@ mod tests {
             seq,
             at: DateTime::from_timestamp(1_700_000_000 + seq as i64, 0).unwrap(),
             active_ms,
+            origin: None,
             kind,
         }
     }

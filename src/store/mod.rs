@@ -447,6 +447,7 @@ mod tests {
             seq,
             at: DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
             active_ms: seq * 10,
+            origin: None,
             kind: EventKind::Note {
                 text: format!("n{seq}"),
                 by: "t".into(),

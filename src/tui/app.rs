@@ -93,6 +93,9 @@ pub enum Exit {
     Quit,
     /// The connection to the server broke.
     Lost(String),
+    /// The server was shut down in order: the session is paused
+    /// (`server_shutdown`) until someone resumes it.
+    ServerShutdown,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -133,6 +136,8 @@ pub enum Action {
     /// A scoring run began (ours, or `score` typed in a shell).
     ScoringStarted,
     Disconnected(String),
+    /// The server is stopping in order (its connection closes next).
+    ServerShutdown,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

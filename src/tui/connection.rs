@@ -127,8 +127,7 @@ impl Connection {
                 Push::ScoringStarted { .. } => Some(Action::ScoringStarted),
                 // Events were dropped on the way: re-read the session.
                 Push::EventsSkipped { .. } => Some(Action::Resync),
-                #[allow(unreachable_patterns)]
-                _ => None,
+                Push::ServerShutdown { .. } => Some(Action::ServerShutdown),
             },
         }
     }

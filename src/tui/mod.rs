@@ -56,6 +56,14 @@ pub async fn run_workspace(
             println!("Left session {session}. {again} opens it again.");
             Ok(0)
         }
+        runtime::Ending::App(app::Exit::ServerShutdown) => {
+            eprintln!("rebench: the server was shut down.");
+            eprintln!(
+                "Session {session} is paused (server_shutdown): its clock stopped and its shells ended; \
+                 the workspace is kept. When the server is back, {again} reopens it (resume with the prefix key, p)."
+            );
+            Ok(1)
+        }
         runtime::Ending::App(app::Exit::Lost(why)) => {
             eprintln!("rebench: {why}");
             eprintln!("The session goes on on the server; {again} reconnects.");

@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use crate::protocol::{
     AttachMode, AttachReply, ErrorCode, Request, ScoreView, SessionView, ShellInfo,
 };
-use crate::session::{Event, EventKind};
+use crate::session::{Event, EventKind, PauseReason};
 
 use super::app::{Action, App, Effect, Exit, Pending, ReplyError, Screen};
 use super::format;
@@ -63,12 +63,26 @@ impl App {
                     self.scoring_since_s = Some(self.now_s);
                 }
             }
-            Action::Disconnected(why) => effects.push(Effect::Exit(Exit::Lost(why))),
+            Action::Disconnected(why) => effects.push(Effect::Exit(self.exit_for_lost(why))),
+            Action::ServerShutdown => effects.push(Effect::Exit(Exit::ServerShutdown)),
             Action::Key(_)
             | Action::Paste(_)
             | Action::Mouse(_)
             | Action::Resize(..)
             | Action::Tick => {}
+        }
+    }
+
+    /// How to leave when the connection broke: the server says why it goes
+    /// before it goes (its shutdown pause arrives first).
+    pub fn exit_for_lost(&self, why: String) -> Exit {
+        let shut_down = self.view.as_ref().is_some_and(|v| {
+            v.pause_reason.as_deref() == Some(PauseReason::ServerShutdown.as_str())
+        });
+        if shut_down {
+            Exit::ServerShutdown
+        } else {
+            Exit::Lost(why)
         }
     }
 

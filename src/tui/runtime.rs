@@ -78,7 +78,7 @@ pub async fn run(
                     // Coalesce an output flood: everything queued, then one frame.
                     drain_queued(&mut server, &mut actions, BATCH, |line| conn.route(line));
                 }
-                None => break Ending::App(Exit::Lost("the server closed the connection".into())),
+                None => actions.push(Action::Disconnected("the server closed the connection".into())),
             },
             _ = tick.tick() => actions.push(Action::Tick),
             _ = resync.tick() => actions.push(Action::Resync),
@@ -92,7 +92,10 @@ pub async fn run(
             let effects = app.update(action);
             // Keystrokes go out now, not at the next frame.
             if let Some(e) = perform(&mut conn, effects).await? {
-                exit = Some(e);
+                exit = Some(match e {
+                    Exit::Lost(why) => app.exit_for_lost(why),
+                    other => other,
+                });
                 break;
             }
         }

@@ -75,17 +75,28 @@ fn draw_identity(app: &App, t: &Tracked, frame: &mut Frame, area: Rect) {
             state_text(&v.state, v.pause_reason.as_deref(), v.end_reason.as_deref()),
             state_style(theme, &v.state),
         ),
-        Span::raw(" · left "),
-        Span::styled(
+    ];
+    // An ended session has no time left, only the time it used.
+    if !t.ended() {
+        spans.push(Span::raw(" · left "));
+        spans.push(Span::styled(
             format::clock(remaining),
             theme.countdown(Urgency::of(remaining)),
-        ),
-        Span::raw(format!(
-            " of {} · used {}",
-            format::human_duration(v.budget_s),
-            format::clock(t.active_s(app.now))
-        )),
-    ];
+        ));
+        spans.push(Span::raw(format!(
+            " of {}",
+            format::human_duration(v.budget_s)
+        )));
+    } else {
+        spans.push(Span::raw(format!(
+            " · budget {}",
+            format::human_duration(v.budget_s)
+        )));
+    }
+    spans.push(Span::raw(format!(
+        " · used {}",
+        format::clock(t.active_s(app.now))
+    )));
     if let Some(since) = t.active_since().filter(|_| t.running()) {
         spans.push(Span::raw(format!(
             " · idle {}",

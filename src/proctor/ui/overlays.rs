@@ -57,7 +57,7 @@ fn explanation(kind: ActionKind) -> &'static str {
         ActionKind::Resume => {
             "The clock starts again. The reason, if you give one, is added as a note."
         }
-        ActionKind::Extend => "Adds time to the session's budget.",
+        ActionKind::Extend => "Changes the session's budget: 30m adds time, -15m takes it off.",
         ActionKind::Note => {
             "Adds a note to the session's log (the participant sees notes in the workspace)."
         }
@@ -113,6 +113,9 @@ fn draw_dialog(app: &App, d: &Dialog, frame: &mut Frame, area: Rect) {
                 &d.duration,
                 d.field == Field::Duration,
             ));
+            if let Some(Ok(total)) = d.preview() {
+                lines.push(Line::styled(format!("  {total}"), theme.dim()));
+            }
         }
         let label = if d.reason_optional() {
             format!("{} (optional)", d.reason_label())
@@ -162,7 +165,10 @@ const HELP: [(&str, &str); 22] = [
     ("Tab", "move between the table and the alert list"),
     ("p", "pause the session (asks for a reason)"),
     ("r", "resume it"),
-    ("x", "extend the budget (a duration like 30m, and a reason)"),
+    (
+        "x",
+        "change the budget (30m adds, -15m takes off; a reason)",
+    ),
     ("n", "add a proctor note"),
     ("s", "take a score now"),
     ("E", "end the session (asks twice)"),

@@ -41,7 +41,8 @@ const COLUMNS: [(Column, &str, u16); 13] = [
     (Column::State, "state", 21),
     (Column::Used, "used / budget", 14),
     (Column::Bar, "", BAR_CELLS as u16),
-    (Column::Left, "left", 8),
+    // `100:00:00`: a 100-hour budget fits.
+    (Column::Left, "left", 9),
     (Column::Count, "#", 3),
     (Column::Best, "best", 6),
     (Column::Last, "last", 7),
@@ -152,6 +153,8 @@ fn table_row<'a>(app: &App, r: &'a Row, columns: &[(Column, &str, u16)]) -> Tabl
                 format::human_duration(r.budget_s)
             )),
             Column::Bar => Cell::from(Span::styled(bar(r.active_s, r.budget_s), time_style)),
+            // An ended session has no time left to spend.
+            Column::Left if r.state == "ended" => Cell::from(dash()),
             Column::Left => Cell::from(Span::styled(format::clock(r.remaining_s), time_style)),
             Column::Count => Cell::from(r.score_count.to_string()),
             Column::Best => Cell::from(match r.best {
