@@ -20,6 +20,7 @@ fn at(secs: i64) -> DateTime<Utc> {
 fn score(seq: u64, active_s: f64, phase: &str, raw: f64, normalized: f64) -> ScoreView {
     ScoreView {
         seq,
+        run: 0,
         at: at(active_s as i64),
         active_s,
         phase: phase.into(),

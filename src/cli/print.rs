@@ -45,22 +45,37 @@ pub fn state_line(v: &SessionView) -> String {
     }
 }
 
+/// What every UI calls a scoring run: `start`, `run 1`, `run 2`, …, and
+/// the last one taken at the end `run 4 (final)`.
+pub fn run_label(s: &ScoreView) -> String {
+    match s.phase.as_str() {
+        "starting" => "start".into(),
+        "final" => format!("run {} (final)", s.run),
+        _ => format!("run {}", s.run),
+    }
+}
+
+/// `run 3   1:02:04  raw 2.141 ms  normalized 0.219  — n: 20000`: the
+/// scorer's message set apart from the value it explains.
 fn score_line_raw(s: &ScoreView, unit: &str) -> String {
+    let label = run_label(s);
     if s.hidden && s.raw.is_none() {
-        return format!("#{:<3} {:>8}  {}", s.seq, clock(s.active_s), s.message);
+        return format!("{label:<15} {:>8}  {}", clock(s.active_s), s.message);
     }
     let validity = match s.valid {
-        Some(true) => "",
         Some(false) => "INVALID ",
-        None => "",
+        Some(true) | None => "",
+    };
+    let message = if s.message.is_empty() {
+        String::new()
+    } else {
+        format!("  — {}", s.message)
     };
     format!(
-        "#{:<3} {:>8}  raw {:>10} {unit:<4} normalized {:>7}  {validity}{}",
-        s.seq,
+        "{label:<15} {:>8}  {validity}raw {:>10} {unit:<4} normalized {:>7}{message}",
         clock(s.active_s),
         number(s.raw),
         number(s.normalized),
-        s.message
     )
 }
 
@@ -114,22 +129,32 @@ fn session_raw(v: &SessionView) -> String {
             v.hardware_missing.join("; ")
         ));
     }
+    // Until the end it is the score so far, not a final one.
+    let which = if v.state == "ended" {
+        "final score".to_string()
+    } else if v.aggregate == "last" {
+        "latest so far".to_string()
+    } else {
+        "best so far".to_string()
+    };
     if let Some(f) = &v.final_score {
         out.push_str(&format!(
-            "final score: raw {} {}, normalized {}\n",
+            "{which}: raw {} {}, normalized {}\n",
             number(Some(f.raw)),
             v.unit,
             number(Some(f.normalized))
         ));
     } else if !v.visible {
-        out.push_str("final score: hidden\n");
+        out.push_str(&format!("{which}: hidden\n"));
     }
     if let Some(n) = &v.normalization {
         out.push_str(&normalization_line(n, &v.unit));
     }
-    if !v.pauses.is_empty() {
+    // Scoring runs stop the clock too, but they are not pauses anyone took.
+    let (scoring, pauses): (Vec<_>, Vec<_>) = v.pauses.iter().partition(|p| p.reason == "scoring");
+    if !pauses.is_empty() {
         out.push_str("pauses:\n");
-        for p in &v.pauses {
+        for p in pauses {
             let end = p
                 .end
                 .map(|e| e.format("%H:%M:%S").to_string())
@@ -147,10 +172,21 @@ fn session_raw(v: &SessionView) -> String {
             ));
         }
     }
-    for e in &v.extensions {
+    if !scoring.is_empty() {
         out.push_str(&format!(
-            "extended by {} by {}: {}\n",
-            clock(e.by_s),
+            "scoring runs stopped the clock {} time(s) (their time is not counted)\n",
+            scoring.len()
+        ));
+    }
+    for e in &v.extensions {
+        let (what, by_s) = if e.by_s < 0.0 {
+            ("reduced", -e.by_s)
+        } else {
+            ("extended", e.by_s)
+        };
+        out.push_str(&format!(
+            "budget {what} by {} by {}: {}\n",
+            clock(by_s),
             e.by,
             e.reason
         ));
@@ -164,7 +200,11 @@ fn session_raw(v: &SessionView) -> String {
         ));
     }
     if let Some(scores) = &v.scores {
-        out.push_str(&format!("scores ({}, {}):\n", v.metric, v.aggregate));
+        let runs = scores.iter().filter(|s| s.phase != "starting").count();
+        out.push_str(&format!(
+            "scoring runs: {runs} after the start ({}, {} counts):\n",
+            v.metric, v.aggregate
+        ));
         for s in scores {
             out.push_str(&format!("  {}\n", score_line(s, &v.unit)));
         }
@@ -247,6 +287,59 @@ fn truncate(s: &str, n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn view(state: &str) -> SessionView {
+        serde_json::from_value(serde_json::json!({
+            "id": "s1", "environment": "prefix-sum", "title": "Prefix sum", "profile": "smoke",
+            "participant": "alice", "kind": "human", "state": state, "pause_reason": null,
+            "end_reason": null, "workspace": "/w", "budget_s": 7200.0,
+            "active_s": 600.0, "remaining_s": 6600.0,
+            "created_at": "2027-01-15T08:00:00Z", "started_at": null, "ended_at": null,
+            "metric": "runtime", "unit": "ms", "visible": true, "aggregate": "best",
+            "allow_missing_hardware": false, "hardware_missing": [],
+            "pauses": [
+                {"reason": "scoring", "by": "rebench", "note": null,
+                 "start": "2027-01-15T08:00:00Z", "end": "2027-01-15T08:00:02Z"},
+                {"reason": "break", "by": "alice", "note": null,
+                 "start": "2027-01-15T08:05:00Z", "end": "2027-01-15T08:06:00Z"}
+            ],
+            "extensions": [], "notes": [], "score_count": 2,
+            "scores": [
+                {"seq": 1, "run": 0, "at": "2027-01-15T08:00:00Z", "active_s": 0.0, "phase": "starting",
+                 "raw": 17.4, "normalized": 0.0, "valid": true, "message": "n: 20000",
+                 "hidden": false, "duration_ms": 10},
+                {"seq": 6, "run": 1, "at": "2027-01-15T08:09:00Z", "active_s": 540.0, "phase": "intermediate",
+                 "raw": 13.3, "normalized": 1.0, "valid": true, "message": "n: 20000",
+                 "hidden": false, "duration_ms": 10}
+            ],
+            "final": {"raw": 13.3, "normalized": 1.0}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn runs_are_numbered_from_the_start_and_messages_stand_apart() {
+        let v = view("running");
+        let scores = v.scores.clone().unwrap();
+        let start = score_line_raw(&scores[0], "ms");
+        assert!(start.starts_with("start "), "{start}");
+        let run = score_line_raw(&scores[1], "ms");
+        assert!(run.starts_with("run 1 "), "not the event number #6: {run}");
+        assert!(
+            run.ends_with("ms   normalized     1.0  — n: 20000"),
+            "{run}"
+        );
+        let text = session_raw(&v);
+        assert!(text.contains("best so far: raw 13.3000 ms"), "{text}");
+        assert!(!text.contains("final score"), "{text}");
+        assert!(text.contains("scoring runs: 1 after the start"), "{text}");
+        // The scoring run's stop of the clock is not listed as a pause.
+        assert!(text.contains("pauses:\n  break by alice"), "{text}");
+        assert!(!text.contains("scoring by rebench"), "{text}");
+        assert!(text.contains("stopped the clock 1 time(s)"), "{text}");
+        let ended = session_raw(&view("ended"));
+        assert!(ended.contains("final score: raw 13.3000 ms"), "{ended}");
+    }
 
     #[test]
     fn clocks_read_like_clocks() {

@@ -223,6 +223,7 @@ mod tests {
     fn score(seq: u64, secs: i64, normalized: Option<f64>, message: &str) -> ScoreView {
         ScoreView {
             seq,
+            run: 0,
             at: at(secs),
             active_s: secs as f64,
             phase: "intermediate".into(),

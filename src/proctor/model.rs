@@ -162,7 +162,11 @@ impl Tracked {
                 });
             }
             EventKind::Scored { entry } => {
-                let score = score_view(event, entry, v.visible);
+                let run = match entry.phase {
+                    crate::session::ScorePhase::Starting => 0,
+                    _ => self.scores.last().map_or(1, |last| last.run + 1),
+                };
+                let score = score_view(event, entry, v.visible, run);
                 v.score_count = v.score_count.max(self.scores.len()) + 1;
                 v.scoring_since = None;
                 self.scores.push(score);
@@ -226,9 +230,10 @@ fn phase(v: &SessionView) -> &'static str {
 }
 
 /// The admin's view of a score entry that arrived as an event.
-fn score_view(event: &Event, entry: &ScoreEntry, visible: bool) -> ScoreView {
+fn score_view(event: &Event, entry: &ScoreEntry, visible: bool, run: u32) -> ScoreView {
     ScoreView {
         seq: event.seq,
+        run,
         at: event.at,
         active_s: event.active_ms as f64 / 1000.0,
         phase: serde_json::to_value(entry.phase)

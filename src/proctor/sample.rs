@@ -51,6 +51,7 @@ pub fn view(spec: &Spec) -> SessionView {
 pub fn score(seq: u64, secs: i64, normalized: Option<f64>, message: &str) -> ScoreView {
     ScoreView {
         seq,
+        run: 0,
         at: at(secs),
         active_s: (secs - 60).max(0) as f64,
         phase: if seq == 1 { "starting" } else { "intermediate" }.into(),

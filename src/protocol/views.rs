@@ -21,6 +21,9 @@ const HIDDEN_MESSAGE: &str = "score recorded (hidden)";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScoreView {
     pub seq: u64,
+    /// The scoring run's number: 0 for the starting score, then 1, 2, ….
+    #[serde(default)]
+    pub run: u32,
     pub at: DateTime<Utc>,
     pub active_s: f64,
     pub phase: String,
@@ -44,6 +47,7 @@ impl ScoreView {
         let show_values = visible || admin;
         ScoreView {
             seq: record.seq,
+            run: record.run,
             at: record.at,
             active_s: record.active_ms as f64 / 1000.0,
             phase: serde_json::to_value(e.phase)

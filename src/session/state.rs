@@ -47,6 +47,9 @@ pub struct ExtensionRecord {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ScoreRecord {
     pub seq: u64,
+    /// The scoring run's number: 0 for the starting score, then 1, 2, …
+    /// in the log's order (what every UI calls "scoring run N").
+    pub run: u32,
     pub at: DateTime<Utc>,
     pub active_ms: u64,
     pub entry: ScoreEntry,
@@ -137,6 +140,7 @@ impl SessionState {
             EventKind::Warning { threshold_s, .. } => self.warned_s.push(*threshold_s),
             EventKind::Scored { entry } => self.scores.push(ScoreRecord {
                 seq: event.seq,
+                run: next_run(&self.scores, entry),
                 at: event.at,
                 active_ms: event.active_ms,
                 entry: (**entry).clone(),
@@ -204,6 +208,15 @@ impl SessionState {
     }
 }
 
+/// The number the next scoring run gets: the starting score is 0, every
+/// other run the next after the last.
+pub fn next_run(scores: &[ScoreRecord], entry: &ScoreEntry) -> u32 {
+    if entry.phase == crate::session::ScorePhase::Starting {
+        return 0;
+    }
+    scores.last().map_or(1, |last| last.run + 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,6 +249,24 @@ mod tests {
                 duration_ms: 1,
             }),
         }
+    }
+
+    #[test]
+    fn scoring_runs_are_numbered_from_the_starting_score() {
+        let with_phase = |phase: ScorePhase| {
+            let EventKind::Scored { mut entry } = score(true, 1.0, 0.5) else {
+                unreachable!()
+            };
+            entry.phase = phase;
+            EventKind::Scored { entry }
+        };
+        let mut s = SessionState::new(10_000);
+        s.apply(&ev(1, 0, with_phase(ScorePhase::Starting)));
+        s.apply(&ev(5, 10, with_phase(ScorePhase::Intermediate)));
+        s.apply(&ev(9, 20, score(false, 0.0, 0.0)));
+        s.apply(&ev(12, 30, with_phase(ScorePhase::Final)));
+        let runs: Vec<u32> = s.scores.iter().map(|r| r.run).collect();
+        assert_eq!(runs, [0, 1, 2, 3], "not the event numbers 1, 5, 9, 12");
     }
 
     #[test]
