@@ -198,7 +198,7 @@ async fn actions_change_the_session_and_are_recorded_with_reason_and_author() {
     p.key(KeyCode::Char('y')).await;
     p.until("the end and its note", |a| {
         a.fleet.get(&id).is_some_and(|t| {
-            t.view.state == "ended" && t.view.notes.iter().any(|n| n.text.contains("copying"))
+            t.view.state == "ended" && t.view.end_note.as_deref() == Some("caught copying")
         })
     })
     .await;
@@ -221,10 +221,10 @@ async fn actions_change_the_session_and_are_recorded_with_reason_and_author() {
     assert!(has(
         &|k| matches!(k, EventKind::Scored { entry } if entry.requested_by == ME)
     ));
-    assert!(has(&|k| matches!(k, EventKind::Ended { reason, by }
-        if by == ME && reason.as_str() == "ended_by_proctor")));
-    assert!(has(&|k| matches!(k, EventKind::Note { text, by }
-        if by == ME && text == "ended the session: caught copying")));
+    // The reason travels with the end (the participant's summary shows it).
+    assert!(has(&|k| matches!(k, EventKind::Ended { reason, by, note }
+        if by == ME && reason.as_str() == "ended_by_proctor"
+            && note.as_deref() == Some("caught copying"))));
     let shown = p.screen();
     assert!(shown.contains("ENDED by proctor"), "{shown}");
 }
@@ -248,6 +248,7 @@ async fn a_participant_token_cannot_reach_proctor_operations() {
         Request::End {
             session: id.clone(),
             reason: None,
+            note: None,
         },
         Request::Events {
             session: id.clone(),

@@ -132,6 +132,7 @@ async fn a_participant_token_reaches_only_its_own_session_and_participant_operat
         Request::End {
             session: theirs.id.clone(),
             reason: None,
+            note: None,
         },
         Request::ListSessions,
         Request::Credentials {

@@ -154,6 +154,7 @@ async fn jobs_share_the_jail_and_all_die_with_the_session_marker_or_not() {
         .call(Request::End {
             session: session.id.clone(),
             reason: None,
+            note: None,
         })
         .await
         .unwrap();

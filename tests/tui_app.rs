@@ -219,6 +219,7 @@ fn the_end_stops_input_and_shows_the_summary() {
     app.update(event(EventKind::Ended {
         reason: rebench::session::EndReason::BudgetExhausted,
         by: "system".into(),
+        note: None,
     }));
     assert!(sent_input(&app.update(key(KeyCode::Char('a')))).is_empty());
     app.update(reply(Pending::Show, view_json("ended", 0.0)));

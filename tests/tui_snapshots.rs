@@ -95,13 +95,25 @@ fn view(state: &str, active_s: f64, scores: Vec<ScoreView>) -> SessionView {
 }
 
 fn several_scores() -> Vec<ScoreView> {
-    vec![
+    numbered(vec![
         score(1, 0.0, "starting", 142.7, 0.0),
         score(5, 1800.0, "intermediate", 120.4, 0.386),
         invalid(9, 4000.0, "wrong answer at index 17 (expected 3, got 4)"),
         score(12, 7200.0, "intermediate", 101.9, 0.768),
         score(15, 9900.0, "intermediate", 104.2, 0.713),
-    ]
+    ])
+}
+
+/// Runs numbered as the server numbers them: 0 for the start, then 1, 2, ….
+fn numbered(mut scores: Vec<ScoreView>) -> Vec<ScoreView> {
+    let mut next = 1;
+    for s in &mut scores {
+        if s.phase != "starting" {
+            s.run = next;
+            next += 1;
+        }
+    }
+    scores
 }
 
 const SHELL_OUTPUT: &[u8] = b"[rebench k3x9q2] ~/workspace $ python3 score.py\r\n\
@@ -169,10 +181,10 @@ fn hidden_scores() {
     let mut v = view(
         "running",
         3000.0,
-        vec![
+        numbered(vec![
             hidden(1, 0.0, "starting"),
             hidden(4, 2500.0, "intermediate"),
-        ],
+        ]),
     );
     v.visible = false;
     let a = with_shells(app(v, 140, 45), 1);
@@ -184,6 +196,37 @@ fn paused() {
     let mut v = view("paused", 4000.0, several_scores());
     v.pause_reason = Some("break".into());
     let a = with_shells(app(v, 140, 45), 1);
+    insta::assert_snapshot!(render(&a));
+}
+
+#[test]
+fn paused_by_the_proctor_says_why_and_offers_no_resume() {
+    let mut v = view("paused", 4000.0, several_scores());
+    v.pause_reason = Some("proctor".into());
+    v.pauses = vec![PauseView {
+        reason: "proctor".into(),
+        by: "ana (proctor)".into(),
+        note: Some("fire alarm: leave the room, the clock is stopped".into()),
+        start: at(4000),
+        end: None,
+    }];
+    let a = with_shells(app(v, 140, 45), 1);
+    let screen = format!("{:?}", render(&a).buffer());
+    assert!(
+        !screen.contains("p resume"),
+        "no resume key for a proctor's pause"
+    );
+    insta::assert_snapshot!(render(&a));
+}
+
+#[test]
+fn ended_by_the_proctor_says_why() {
+    let mut v = view("ended", 2.0 * 3600.0, several_scores());
+    v.end_reason = Some("ended_by_proctor".into());
+    v.end_note = Some("copied the reference solution from another session".into());
+    v.ended_at = Some(at(9_000));
+    let a = app(v, 120, 40);
+    assert_eq!(a.screen, Screen::Summary);
     insta::assert_snapshot!(render(&a));
 }
 

@@ -145,6 +145,9 @@ pub enum Command {
         /// ended_by_proctor (default) or abandoned
         #[arg(long)]
         reason: Option<String>,
+        /// Why, in words: recorded, and shown on the participant's summary.
+        #[arg(long)]
+        note: Option<String>,
     },
     /// Run a command in the session (as an agent does); the exit code is propagated.
     Exec {

@@ -172,9 +172,19 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
             let answer = read_answer(answer, answer_file.as_deref())?;
             show(&client.call(Request::Submit { session, answer }).await?)
         }
-        Command::End { session, reason } => {
-            show(&client.call(Request::End { session, reason }).await?)
-        }
+        Command::End {
+            session,
+            reason,
+            note,
+        } => show(
+            &client
+                .call(Request::End {
+                    session,
+                    reason,
+                    note,
+                })
+                .await?,
+        ),
         Command::Exec {
             session,
             timeout,

@@ -332,12 +332,15 @@ impl Dialog {
                 },
                 None,
             ),
+            // The reason travels with the end: the participant's summary
+            // shows it.
             ActionKind::End => (
                 Request::End {
                     session: session.clone(),
                     reason: None,
+                    note: Some(reason),
                 },
-                Some(format!("ended the session: {reason}")),
+                None,
             ),
             ActionKind::Score => (
                 Request::Score {
@@ -465,10 +468,11 @@ mod tests {
             s.request,
             Request::End {
                 session: "k7".into(),
-                reason: None
+                reason: None,
+                note: Some("cheating".into()),
             }
         );
-        assert_eq!(s.then_note.as_deref(), Some("ended the session: cheating"));
+        assert_eq!(s.then_note, None, "the reason travels with the end");
     }
 
     #[test]

@@ -193,8 +193,9 @@ impl Tracked {
                 }
             }
             EventKind::Exec(_) => v.last_activity_at = Some(event.at),
-            EventKind::Ended { reason, .. } => {
+            EventKind::Ended { reason, note, .. } => {
                 v.end_reason = Some(reason.to_string());
+                v.end_note = note.clone();
                 v.ended_at = Some(event.at);
                 if let Some(p) = v.pauses.last_mut().filter(|p| p.end.is_none()) {
                     p.end = Some(event.at);
@@ -427,6 +428,7 @@ pub mod tests {
             EventKind::Ended {
                 reason: EndReason::EndedByProctor,
                 by: by(),
+                note: None,
             },
         ));
         assert_eq!(t.view.state, "ended");

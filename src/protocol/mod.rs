@@ -83,6 +83,9 @@ pub enum Request {
         session: String,
         #[serde(default)]
         reason: Option<String>,
+        /// Why, for the participant's summary and the log.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
     },
     Note {
         session: String,
@@ -423,7 +426,8 @@ mod tests {
         assert!(
             !Request::End {
                 session: "a".into(),
-                reason: None
+                reason: None,
+                note: None,
             }
             .allowed_for_participant()
         );

@@ -114,6 +114,9 @@ pub struct SessionView {
     pub state: String,
     pub pause_reason: Option<String>,
     pub end_reason: Option<String>,
+    /// Why the session was ended, in the ender's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_note: Option<String>,
     pub workspace: String,
     pub budget_s: f64,
     pub active_s: f64,
@@ -234,6 +237,7 @@ impl SessionView {
                 .filter(|_| state.started_at.is_some())
                 .map(|p| p.reason.to_string()),
             end_reason: state.end_reason.map(|r| r.to_string()),
+            end_note: state.end_note.clone(),
             workspace: meta.workspace.display().to_string(),
             budget_s: state.budget_ms as f64 / 1000.0,
             active_s: active_ms as f64 / 1000.0,

@@ -35,9 +35,13 @@ pub fn marker_for(kind: &EventKind, unit: &str) -> Option<(MarkerKind, String)> 
                 super::timeline::duration_text(remaining_s * 1000)
             ),
         ),
-        EventKind::Ended { reason, by } => {
-            (MarkerKind::End, format!("session ended ({reason}) by {by}"))
-        }
+        EventKind::Ended { reason, by, note } => (
+            MarkerKind::End,
+            match note {
+                Some(note) => format!("session ended ({reason}) by {by}: {note}"),
+                None => format!("session ended ({reason}) by {by}"),
+            },
+        ),
         EventKind::Created { .. }
         | EventKind::ShellOpened { .. }
         | EventKind::ShellExited { .. }

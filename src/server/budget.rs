@@ -209,7 +209,7 @@ pub async fn run_timer(hub: Arc<Hub>, host: Arc<Host>) {
                         // A family may ask for no score at its usage limit.
                         let score = host.meta.scoring.score_at_budget_end;
                         if let Err(e) = hub
-                            .finish(&host, EndReason::BudgetExhausted, SYSTEM, score)
+                            .finish(&host, EndReason::BudgetExhausted, SYSTEM, score, None)
                             .await
                         {
                             tracing::error!(session = %host.id(), "ending at budget exhaustion failed: {e}");

@@ -619,7 +619,11 @@ async fn run_request(
             reason,
         } => json(hub.extend(&session, by_s, reason, actor).await?),
         Request::Submit { session, answer } => json(hub.submit(&session, answer, actor).await?),
-        Request::End { session, reason } => json(hub.end(&session, reason, actor).await?),
+        Request::End {
+            session,
+            reason,
+            note,
+        } => json(hub.end(&session, reason, note, actor).await?),
         Request::Note { session, text } => json(hub.note(&session, text, actor).await?),
         Request::Instructions { session } => {
             let host = hub.host(&session)?;

@@ -1129,13 +1129,26 @@ impl Hub {
             ));
         }
         *host.submission.lock().unwrap_or_else(|e| e.into_inner()) = answer;
-        self.finish(&host, EndReason::Submitted, &by.name, true)
+        self.finish(&host, EndReason::Submitted, &by.name, true, None)
             .await?;
         Ok(host.view(by.audience, true).await)
     }
 
-    pub async fn end(&self, id: &str, reason: Option<String>, by: &Actor) -> OpResult<SessionView> {
+    pub async fn end(
+        &self,
+        id: &str,
+        reason: Option<String>,
+        note: Option<String>,
+        by: &Actor,
+    ) -> OpResult<SessionView> {
         let host = self.host(id)?;
+        let note = note.map(|n| n.trim().to_string()).filter(|n| !n.is_empty());
+        if note.as_ref().is_some_and(|n| n.len() > 16 * 1024) {
+            return Err(OpError::new(
+                ErrorCode::BadRequest,
+                "an end note is limited to 16 KiB",
+            ));
+        }
         let end_reason = match reason.as_deref() {
             None | Some("ended_by_proctor") | Some("proctor") => EndReason::EndedByProctor,
             Some("abandoned") => EndReason::Abandoned,
@@ -1148,7 +1161,8 @@ impl Hub {
                 ));
             }
         };
-        self.finish(&host, end_reason, &by.name, false).await?;
+        self.finish(&host, end_reason, &by.name, false, note)
+            .await?;
         Ok(host.view(by.audience, true).await)
     }
 
@@ -1160,6 +1174,7 @@ impl Hub {
         reason: EndReason,
         by: &str,
         final_score: bool,
+        note: Option<String>,
     ) -> OpResult<()> {
         {
             let mut live = host.live.lock().await;
@@ -1249,6 +1264,7 @@ impl Hub {
                 EventKind::Ended {
                     reason,
                     by: by.to_string(),
+                    note,
                 },
                 active,
             )

@@ -84,7 +84,7 @@ pub async fn load_and_recover(hub: &Arc<Hub>) -> anyhow::Result<()> {
                             .append_at(&mut live, EventKind::Resumed { by: SYSTEM.into() }, active)
                             .await;
                     }
-                    if let Err(e) = hub.finish(&host, reason, SYSTEM, true).await {
+                    if let Err(e) = hub.finish(&host, reason, SYSTEM, true, None).await {
                         tracing::error!(session = %host.id(), "could not finish after recovery: {e}");
                     }
                 });

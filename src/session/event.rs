@@ -85,6 +85,10 @@ pub enum EventKind {
     Ended {
         reason: EndReason,
         by: String,
+        /// Why, in the ender's words (a proctor's end): the participant's
+        /// summary shows it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
     },
 }
 

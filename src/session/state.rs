@@ -70,6 +70,8 @@ pub struct SessionState {
     pub started_at: Option<DateTime<Utc>>,
     pub ended_at: Option<DateTime<Utc>>,
     pub end_reason: Option<EndReason>,
+    /// The ender's note, when they gave one.
+    pub end_note: Option<String>,
     /// Active time as of the last event.
     pub active_ms: u64,
     /// Initial budget plus extensions.
@@ -152,8 +154,9 @@ impl SessionState {
                 text: text.clone(),
                 by: by.clone(),
             }),
-            EventKind::Ended { reason, .. } => {
+            EventKind::Ended { reason, note, .. } => {
                 self.end_reason = Some(*reason);
+                self.end_note = note.clone();
                 self.ended_at = Some(event.at);
                 if let Some(p) = self.pauses.last_mut().filter(|p| p.end.is_none()) {
                     p.end = Some(event.at);
@@ -319,6 +322,7 @@ mod tests {
             EventKind::Ended {
                 reason: EndReason::Submitted,
                 by: by(),
+                note: None,
             },
         ));
         assert_eq!(s.phase(), Phase::Ended);

@@ -253,6 +253,26 @@ impl App {
         self.state() == "ended"
     }
 
+    /// Whether the participant may end the current pause themselves (not a
+    /// proctor's, not the system's scoring run).
+    pub fn pause_is_mine(&self) -> bool {
+        self.view
+            .as_ref()
+            .and_then(|v| v.pause_reason.as_deref())
+            .and_then(|r| r.parse::<crate::session::PauseReason>().ok())
+            .is_none_or(|r| r.participant_may_resume())
+    }
+
+    /// The note of the pause in force (a proctor's "why").
+    pub fn open_pause_note(&self) -> Option<&str> {
+        let v = self.view.as_ref().filter(|v| v.state == "paused")?;
+        v.pauses
+            .iter()
+            .rev()
+            .find(|p| p.end.is_none())
+            .and_then(|p| p.note.as_deref())
+    }
+
     /// Seconds of the session's clock since the view arrived (0 unless running).
     fn elapsed_since_sync(&self) -> f64 {
         if self.running() {

@@ -146,6 +146,10 @@ impl App {
     fn send_to_shell(&mut self, bytes: Vec<u8>, effects: &mut Vec<Effect>) {
         if !self.running() {
             let why = match self.state() {
+                // Not theirs to end: no resume key that would be refused.
+                "paused" if !self.pause_is_mine() => {
+                    "paused: input is not sent until the pause ends".to_string()
+                }
                 "paused" => format!(
                     "paused: input is not sent. {} p resumes",
                     self.prefix.key.label()

@@ -41,8 +41,14 @@ pub fn hints(app: &App) -> Vec<(String, &'static str)> {
             ("g/G".into(), "top/bottom"),
             ("Esc".into(), "back to the shell"),
         ],
-        Screen::Workspace if app.state() == "paused" => vec![
+        Screen::Workspace if app.state() == "paused" && app.pause_is_mine() => vec![
             (with("p"), "resume"),
+            (with("n"), "note"),
+            (with("d"), "detach"),
+            (with("?"), "help"),
+        ],
+        // Not theirs to end: no resume key that would only be refused.
+        Screen::Workspace if app.state() == "paused" => vec![
             (with("n"), "note"),
             (with("d"), "detach"),
             (with("?"), "help"),

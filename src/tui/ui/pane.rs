@@ -111,7 +111,7 @@ fn draw_paused_notice(app: &App, frame: &mut Frame, area: Rect) {
     } else {
         "The proctor paused this session and will resume it.".to_string()
     };
-    let lines = vec![
+    let mut lines = vec![
         Line::styled(
             format!("PAUSED ({})", reason.replace('_', " ")),
             theme.title(),
@@ -122,7 +122,16 @@ fn draw_paused_notice(app: &App, frame: &mut Frame, area: Rect) {
         Line::raw(""),
         Line::styled(how, theme.key()),
     ];
-    let rect = layout::centered(area, 56, 8);
+    // Someone else's pause says why, in their words.
+    let note = app.open_pause_note().filter(|_| !mine);
+    let mut height = 8;
+    if let Some(note) = note {
+        lines.push(Line::raw(""));
+        lines.push(Line::raw(format!("“{note}”")));
+        // The note wraps at the box's inner width (52).
+        height += 1 + (note.chars().count() as u16 + 2).div_ceil(52).min(6);
+    }
+    let rect = layout::centered(area, 56, height);
     frame.render_widget(Clear, rect);
     frame.render_widget(
         Paragraph::new(lines)

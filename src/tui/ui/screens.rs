@@ -211,6 +211,12 @@ pub fn draw_summary(app: &App, frame: &mut Frame, area: Rect) {
         ),
         Line::styled(view.title.clone(), theme.dim()),
         Line::raw(""),
+    ];
+    // A proctor's end says why.
+    if let Some(note) = &view.end_note {
+        lines.push(field(theme, "Why", note.clone()));
+    }
+    lines.extend([
         Line::from(vec![
             Span::styled(format!("{:<16}", "Final score"), theme.dim()),
             Span::styled(final_text, theme.good().add_modifier(Modifier::BOLD)),
@@ -252,15 +258,19 @@ pub fn draw_summary(app: &App, frame: &mut Frame, area: Rect) {
             Span::styled("i", theme.key()),
             Span::raw(" instructions"),
         ]),
-    ];
+    ]);
     if view.extensions.iter().any(|e| e.by_s > 0.0) {
         let total: f64 = view.extensions.iter().map(|e| e.by_s).sum();
         lines.insert(
-            5,
+            5 + usize::from(view.end_note.is_some()),
             field(
                 theme,
                 "Extensions",
-                format!("+{}", format::human_duration(total)),
+                format!(
+                    "{}{}",
+                    if total < 0.0 { "-" } else { "+" },
+                    format::human_duration(total.abs())
+                ),
             ),
         );
     }

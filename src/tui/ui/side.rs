@@ -240,12 +240,16 @@ fn draw_log(
         lines.push(Line::styled("no scores yet", theme.dim()));
     }
     for s in scores.iter().rev().take(rows) {
-        let time = if s.phase == "starting" {
-            "start".to_string()
+        // Scoring runs are numbered as everywhere else: start, #1, #2, …
+        let (run, time) = if s.phase == "starting" {
+            (String::new(), "start".to_string())
         } else {
-            format::clock(s.active_s)
+            (format!("#{}", s.run), format::clock(s.active_s))
         };
-        let mut spans = vec![Span::styled(format!("{time:>7} "), theme.dim())];
+        let mut spans = vec![
+            Span::styled(format!("{run:>3} "), theme.key()),
+            Span::styled(format!("{time:>7} "), theme.dim()),
+        ];
         if s.hidden {
             spans.push(Span::raw("score recorded (hidden)"));
         } else {
@@ -256,7 +260,10 @@ fn draw_log(
                         format!("{:>6} ", format::normalized(n)),
                         theme.good(),
                     ));
-                    spans.push(Span::styled(s.message.clone(), theme.dim()));
+                    // Set apart, so it does not read as the value's unit.
+                    if !s.message.is_empty() {
+                        spans.push(Span::styled(format!("· {}", s.message), theme.dim()));
+                    }
                 }
                 _ => {
                     spans.push(Span::styled("✗ invalid: ", theme.bad()));
