@@ -210,3 +210,23 @@ fn help() {
     key(&mut a, KeyCode::Char('?'));
     insta::assert_snapshot!(render(&a));
 }
+
+#[test]
+fn dashboard_at_80_columns_keeps_the_session_id() {
+    let a = app(80, 24);
+    let screen = render(&a);
+    // Every session's id is there to act on, and no state is cut.
+    for id in ["h6v3lf", "d5r1nv", "k2y5pj", "m3a8rl"] {
+        assert!(screen.contains(id), "{id} missing:\n{screen}");
+    }
+    assert!(screen.contains("PAUSED crash recovery"), "{screen}");
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn a_window_below_the_minimum_says_so() {
+    let a = app(60, 10);
+    let screen = render(&a);
+    assert!(screen.contains("at least 80×16 (it is 60×10)"), "{screen}");
+    insta::assert_snapshot!(screen);
+}

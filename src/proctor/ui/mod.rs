@@ -10,14 +10,22 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
+use ratatui::widgets::{Paragraph, Wrap};
 
 use super::alerts::AlertKind;
 use super::app::{App, Screen};
 use crate::tui::theme::Theme;
 
+/// Below this the dashboard cannot show a useful row; it says so instead.
+pub const MIN_COLS: u16 = 80;
+pub const MIN_ROWS: u16 = 16;
+
 pub fn draw(app: &App, frame: &mut Frame) {
     let area = frame.area();
+    if area.width < MIN_COLS || area.height < MIN_ROWS {
+        draw_too_small(app, frame, area);
+        return;
+    }
     let [header, body, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(1),
@@ -66,14 +74,27 @@ fn draw_header(app: &App, frame: &mut Frame, area: Rect) {
         Span::raw("  "),
     ];
     if app.loaded {
-        spans.push(Span::raw(format!(
+        let full = format!(
             "{} sessions · {} running · {} paused · {} not started · {} ended",
             app.fleet.sessions.len(),
             count("running"),
             count("paused"),
             count("created"),
             count("ended")
-        )));
+        );
+        // Narrow windows get the counts that call for action, whole words.
+        let short = format!(
+            "{} sessions · {} paused",
+            app.fleet.sessions.len(),
+            count("paused")
+        );
+        let used: usize = spans.iter().map(|s| s.width()).sum();
+        let room = (area.width as usize).saturating_sub(used + 3 + 10 + 7);
+        spans.push(Span::raw(if full.chars().count() <= room {
+            full
+        } else {
+            short
+        }));
         spans.push(Span::raw("   "));
         let n = app.alert_list.len();
         let style = if n == 0 { theme.dim() } else { theme.key() };
@@ -236,4 +257,27 @@ mod tests {
         assert_eq!(short_duration(720.0), "12m");
         assert_eq!(short_duration(3.0 * 3600.0 + 300.0), "3h05");
     }
+}
+
+/// A window too small for the dashboard: how big it must be, and the one
+/// line a proctor needs anyway (how many alerts wait).
+fn draw_too_small(app: &App, frame: &mut Frame, area: Rect) {
+    let lines = vec![
+        Line::styled(
+            format!(
+                "make the window at least {MIN_COLS}×{MIN_ROWS} (it is {}×{})",
+                area.width, area.height
+            ),
+            app.theme.bad(),
+        ),
+        Line::raw(format!(
+            "{} sessions · {} alerts",
+            app.fleet.sessions.len(),
+            app.alert_list.len()
+        )),
+    ];
+    frame.render_widget(
+        Paragraph::new(lines).wrap(Wrap { trim: true }).centered(),
+        area,
+    );
 }

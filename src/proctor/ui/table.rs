@@ -50,17 +50,23 @@ const COLUMNS: [(Column, &str, u16); 13] = [
     (Column::Idle, "idle", 5),
 ];
 
-/// Dropped first when the window is narrow (the alerts column keeps its room).
-const DROP_ORDER: [Column; 5] = [
+/// Dropped first when the window is narrow (the alerts column keeps its
+/// room). The session id goes last: it is what every action and command
+/// names, and two participants may share a name.
+const DROP_ORDER: [Column; 9] = [
     Column::Bar,
-    Column::Session,
     Column::Scored,
     Column::Kind,
     Column::Used,
+    Column::Idle,
+    Column::Last,
+    Column::Environment,
+    Column::Count,
+    Column::Session,
 ];
 
-/// Room the alerts column needs.
-const ALERTS_MIN: u16 = 16;
+/// Room the alerts column needs (`LONG PAUSE`, `PROTECTED` fit).
+const ALERTS_MIN: u16 = 12;
 
 fn columns_for(width: u16) -> Vec<(Column, &'static str, u16)> {
     let mut cols: Vec<(Column, &'static str, u16)> = COLUMNS.to_vec();
