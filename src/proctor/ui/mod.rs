@@ -246,19 +246,6 @@ pub(super) fn short_duration(seconds: f64) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn short_durations() {
-        assert_eq!(short_duration(-3.0), "0s");
-        assert_eq!(short_duration(59.9), "59s");
-        assert_eq!(short_duration(720.0), "12m");
-        assert_eq!(short_duration(3.0 * 3600.0 + 300.0), "3h05");
-    }
-}
-
 /// A window too small for the dashboard: how big it must be, and the one
 /// line a proctor needs anyway (how many alerts wait).
 fn draw_too_small(app: &App, frame: &mut Frame, area: Rect) {
@@ -280,4 +267,17 @@ fn draw_too_small(app: &App, frame: &mut Frame, area: Rect) {
         Paragraph::new(lines).wrap(Wrap { trim: true }).centered(),
         area,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_durations() {
+        assert_eq!(short_duration(-3.0), "0s");
+        assert_eq!(short_duration(59.9), "59s");
+        assert_eq!(short_duration(720.0), "12m");
+        assert_eq!(short_duration(3.0 * 3600.0 + 300.0), "3h05");
+    }
 }
