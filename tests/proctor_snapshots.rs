@@ -230,3 +230,16 @@ fn a_window_below_the_minimum_says_so() {
     assert!(screen.contains("at least 80×16 (it is 60×10)"), "{screen}");
     insta::assert_snapshot!(screen);
 }
+
+#[test]
+fn marked_sessions_get_one_bulk_dialog() {
+    let mut a = app(120, 24);
+    // The fire-alarm case: everything shown, then one pause for all.
+    a.update(Action::Key(KeyEvent::new(
+        KeyCode::Char('*'),
+        KeyModifiers::NONE,
+    )));
+    key(&mut a, KeyCode::Char('p'));
+    typed(&mut a, "fire alarm");
+    insta::assert_snapshot!(render(&a));
+}

@@ -129,6 +129,9 @@ pub struct App {
     pub searching: bool,
     /// The selected session, by id, so it stays selected when rows move.
     pub selected: Option<String>,
+    /// Sessions marked for a bulk action (Space, `*`): pause, resume,
+    /// extend and note then act on all of them at once.
+    pub marked: std::collections::BTreeSet<String>,
     pub alert_selected: usize,
     pub detail: Option<Detail>,
     pub notice: Option<Notice>,
@@ -163,6 +166,7 @@ impl App {
             focus: Focus::Table,
             searching: false,
             selected: None,
+            marked: std::collections::BTreeSet::new(),
             alert_selected: 0,
             detail: None,
             notice: None,

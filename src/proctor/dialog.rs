@@ -80,6 +80,8 @@ pub enum Outcome {
     Open,
     Cancelled,
     Submit(Submission),
+    /// A bulk action: the same action on each marked session.
+    SubmitAll(Vec<Submission>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -88,6 +90,8 @@ pub struct Dialog {
     /// Fixed when the dialog opens, so a re-sorted table cannot change the target.
     pub session: String,
     pub participant: String,
+    /// A bulk action's other targets (session, participant), beside the first.
+    pub others: Vec<(String, String)>,
     pub reason: String,
     /// The budget change (e.g. `30m`, `-15m`), for Extend.
     pub duration: String,
@@ -108,6 +112,7 @@ impl Dialog {
             kind,
             session: session.to_string(),
             participant: participant.to_string(),
+            others: Vec::new(),
             reason: String::new(),
             duration: if kind == ActionKind::Extend {
                 "30m".into()
@@ -124,6 +129,19 @@ impl Dialog {
             confirming: false,
             error: None,
         }
+    }
+
+    /// The same action on several sessions (the first is `session`).
+    pub fn bulk(kind: ActionKind, targets: &[(String, String)]) -> Option<Dialog> {
+        let ((session, participant), rest) = targets.split_first()?;
+        let mut dialog = Dialog::new(kind, session, participant);
+        dialog.others = rest.to_vec();
+        Some(dialog)
+    }
+
+    /// How many sessions the action goes to.
+    pub fn target_count(&self) -> usize {
+        1 + self.others.len()
     }
 
     /// The session's budget and time used, for the extension's preview.
@@ -293,7 +311,32 @@ impl Dialog {
     }
 
     fn submission(&mut self) -> Outcome {
-        let session = self.session.clone();
+        let first = match self.submission_for(self.session.clone()) {
+            Ok(s) => s,
+            Err(e) => {
+                self.error = Some(e);
+                self.confirming = false;
+                return Outcome::Open;
+            }
+        };
+        if self.others.is_empty() {
+            return Outcome::Submit(first);
+        }
+        let mut all = vec![first];
+        for (session, _) in self.others.clone() {
+            match self.submission_for(session) {
+                Ok(s) => all.push(s),
+                Err(e) => {
+                    self.error = Some(e);
+                    return Outcome::Open;
+                }
+            }
+        }
+        Outcome::SubmitAll(all)
+    }
+
+    /// The request (and the note to add after it) for one target.
+    fn submission_for(&self, session: String) -> Result<Submission, String> {
         let reason = self.reason.trim().to_string();
         let (request, then_note) = match self.kind {
             ActionKind::Pause => (
@@ -310,21 +353,14 @@ impl Dialog {
                 },
                 (!reason.is_empty()).then(|| format!("resumed the session: {reason}")),
             ),
-            ActionKind::Extend => match self.extension_s() {
-                Ok(by_s) => (
-                    Request::Extend {
-                        session: session.clone(),
-                        by_s,
-                        reason,
-                    },
-                    None,
-                ),
-                Err(e) => {
-                    self.error = Some(e);
-                    self.confirming = false;
-                    return Outcome::Open;
-                }
-            },
+            ActionKind::Extend => (
+                Request::Extend {
+                    session: session.clone(),
+                    by_s: self.extension_s()?,
+                    reason,
+                },
+                None,
+            ),
             ActionKind::Note => (
                 Request::Note {
                     session: session.clone(),
@@ -349,7 +385,7 @@ impl Dialog {
                 (!reason.is_empty()).then(|| format!("took a score: {reason}")),
             ),
         };
-        Outcome::Submit(Submission {
+        Ok(Submission {
             kind: self.kind,
             session,
             request,

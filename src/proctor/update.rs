@@ -91,6 +91,11 @@ impl App {
                     self.overlay = None;
                     vec![submit(s)]
                 }
+                Outcome::SubmitAll(all) => {
+                    self.overlay = None;
+                    self.notify(format!("sent to {} sessions", all.len()));
+                    all.into_iter().map(submit).collect()
+                }
             };
         }
         if self.overlay == Some(Overlay::Help) {
@@ -183,6 +188,22 @@ impl App {
                 }
             }
             KeyCode::Char('a') => self.acknowledge(),
+            KeyCode::Char(' ') => {
+                if let Some(id) = self.target()
+                    && !self.marked.remove(&id)
+                {
+                    self.marked.insert(id);
+                }
+            }
+            KeyCode::Char('*') => {
+                // Every shown session, or none when they all are already.
+                let shown: Vec<String> = self.rows.iter().map(|r| r.id.clone()).collect();
+                if shown.iter().all(|id| self.marked.contains(id)) {
+                    self.marked.clear();
+                } else {
+                    self.marked.extend(shown);
+                }
+            }
             _ => return Vec::new(),
         }
         self.recompute();
@@ -287,6 +308,13 @@ impl App {
     }
 
     fn open_dialog(&mut self, kind: ActionKind) -> Vec<Effect> {
+        let bulk = matches!(
+            kind,
+            ActionKind::Pause | ActionKind::Resume | ActionKind::Extend | ActionKind::Note
+        );
+        if bulk && !self.marked.is_empty() {
+            return self.open_bulk_dialog(kind);
+        }
         let Some(id) = self.target() else {
             self.notify_error("no session selected");
             return Vec::new();
@@ -312,6 +340,31 @@ impl App {
         let dialog = Dialog::new(kind, &id, &t.view.participant)
             .with_budget(t.view.budget_s, t.active_s(self.now));
         self.overlay = Some(Overlay::Dialog(dialog));
+        Vec::new()
+    }
+
+    /// The action on every marked session it applies to (pause the running
+    /// ones, resume the paused ones; none that has ended).
+    fn open_bulk_dialog(&mut self, kind: ActionKind) -> Vec<Effect> {
+        let targets: Vec<(String, String)> = self
+            .marked
+            .iter()
+            .filter_map(|id| self.fleet.get(id))
+            .filter(|t| match kind {
+                ActionKind::Pause => t.view.state == "running",
+                ActionKind::Resume => t.view.state == "paused",
+                _ => t.view.state != "ended",
+            })
+            .map(|t| (t.view.id.clone(), t.view.participant.clone()))
+            .collect();
+        match Dialog::bulk(kind, &targets) {
+            Some(dialog) => self.overlay = Some(Overlay::Dialog(dialog)),
+            None => self.notify_error(format!(
+                "{}: none of the {} marked sessions can take it",
+                kind.title(),
+                self.marked.len()
+            )),
+        }
         Vec::new()
     }
 
@@ -404,6 +457,7 @@ mod tests {
     use crate::proctor::sample;
     use crate::proctor::settings::Thresholds;
     use crate::protocol::{Push, ShellInfo};
+    use crate::session::PauseReason;
     use crate::tui::theme::Theme;
 
     fn app() -> App {
@@ -424,6 +478,59 @@ mod tests {
             KeyCode::Char(c),
             KeyModifiers::NONE,
         )))
+    }
+
+    #[test]
+    fn a_fire_alarm_pauses_every_marked_running_session_in_one_dialog() {
+        let mut a = app();
+        // Mark everything shown: the running, the paused, the ended.
+        press(&mut a, '*');
+        assert_eq!(a.marked.len(), a.rows.len());
+        press(&mut a, 'p');
+        let Some(Overlay::Dialog(d)) = &a.overlay else {
+            panic!("no dialog");
+        };
+        let running: Vec<String> = a
+            .fleet
+            .sessions
+            .values()
+            .filter(|t| t.view.state == "running")
+            .map(|t| t.view.id.clone())
+            .collect();
+        assert_eq!(d.target_count(), running.len(), "only the running ones");
+        for c in "fire alarm".chars() {
+            press(&mut a, c);
+        }
+        let effects = a.update(Action::Key(KeyEvent::new(
+            KeyCode::Enter,
+            KeyModifiers::NONE,
+        )));
+        let mut paused: Vec<String> = effects
+            .iter()
+            .map(|e| match e {
+                Effect::Send(
+                    Pending::Act { .. },
+                    Request::Pause {
+                        session,
+                        reason: PauseReason::Proctor,
+                        note,
+                    },
+                ) => {
+                    assert_eq!(note.as_deref(), Some("fire alarm"));
+                    session.clone()
+                }
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        paused.sort();
+        let mut running = running;
+        running.sort();
+        assert_eq!(paused, running);
+        // `*` again unmarks all; Space marks one.
+        press(&mut a, '*');
+        assert!(a.marked.is_empty());
+        press(&mut a, ' ');
+        assert_eq!(a.marked.len(), 1);
     }
 
     #[test]

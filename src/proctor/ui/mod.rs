@@ -141,7 +141,16 @@ fn draw_footer(app: &App, frame: &mut Frame, area: Rect) {
         );
         return;
     }
+    let marked = format!("{} marked", app.marked.len());
     let keys: &[(&str, &str)] = match app.screen {
+        // Marks make p, r, x and n act on all of them: say so.
+        Screen::Table if !app.marked.is_empty() => &[
+            (marked.as_str(), "p/r/x/n act on all of them"),
+            ("Space", "(un)mark"),
+            ("*", "mark all shown / none"),
+            ("E s", "act on the selected one"),
+            ("?", "help"),
+        ],
         Screen::Table => &[
             ("Enter", "details"),
             ("p/r", "pause/resume"),

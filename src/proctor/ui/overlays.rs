@@ -81,12 +81,23 @@ fn field_line<'a>(theme: &Theme, label: &str, text: &str, focused: bool) -> Line
 
 fn draw_dialog(app: &App, d: &Dialog, frame: &mut Frame, area: Rect) {
     let theme = &app.theme;
-    let mut lines = vec![
+    let target = if d.others.is_empty() {
         Line::from(vec![
             Span::raw("Session "),
             Span::styled(d.session.clone(), theme.title()),
             Span::raw(format!(" of {}", d.participant)),
-        ]),
+        ])
+    } else {
+        let names: Vec<&str> = std::iter::once(d.participant.as_str())
+            .chain(d.others.iter().map(|(_, p)| p.as_str()))
+            .collect();
+        Line::from(vec![
+            Span::styled(format!("{} sessions", d.target_count()), theme.title()),
+            Span::raw(format!(": {}", names.join(", "))),
+        ])
+    };
+    let mut lines = vec![
+        target,
         Line::styled(explanation(d.kind), theme.dim()),
         Line::raw(""),
     ];
@@ -153,7 +164,7 @@ fn confirm_word(kind: ActionKind) -> &'static str {
     }
 }
 
-const HELP: [(&str, &str); 22] = [
+const HELP: [(&str, &str); 24] = [
     (
         "↑/↓ j/k",
         "select a session (PgUp/PgDn, g/G: page, first, last)",
@@ -176,6 +187,11 @@ const HELP: [(&str, &str); 22] = [
         "a",
         "acknowledge the session's alerts (new ones show again)",
     ),
+    (
+        "Space",
+        "mark the session for a bulk action (p, r, x, n act on every marked one)",
+    ),
+    ("*", "mark every session shown (again: unmark all)"),
     ("/", "search by participant"),
     (
         "f",

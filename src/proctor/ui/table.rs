@@ -139,6 +139,11 @@ fn table_row<'a>(app: &App, r: &'a Row, columns: &[(Column, &str, u16)]) -> Tabl
     let dash = || Span::styled("—", theme.dim());
     let cell = |column: Column| -> Cell<'a> {
         match column {
+            // A marked session (bulk actions) carries a dot before its name.
+            Column::Participant if app.marked.contains(&r.id) => Cell::from(Line::from(vec![
+                Span::styled("● ", theme.key()),
+                Span::raw(r.participant.as_str()),
+            ])),
             Column::Participant => Cell::from(r.participant.as_str()),
             Column::Session => Cell::from(Span::styled(r.id.as_str(), theme.dim())),
             Column::Kind => Cell::from(r.kind.as_str()),
