@@ -379,3 +379,24 @@ fn a_server_shutdown_is_told_apart_from_a_lost_connection() {
         [Exit::ServerShutdown]
     );
 }
+
+#[test]
+fn a_proctors_note_reaches_the_participant_with_the_bell() {
+    let mut app = running_app(5000.0);
+    let effects = app.update(event(EventKind::Note {
+        text: "10 minutes to the fire drill".into(),
+        by: "ana (proctor)".into(),
+    }));
+    assert!(effects.iter().any(|e| matches!(e, Effect::Bell)));
+    let notice = app.visible_notice().unwrap().text.clone();
+    assert_eq!(
+        notice,
+        "message from ana (proctor): 10 minutes to the fire drill"
+    );
+    // The participant's own note is not announced back to them.
+    let effects = app.update(event(EventKind::Note {
+        text: "mine".into(),
+        by: "alice".into(),
+    }));
+    assert!(!effects.iter().any(|e| matches!(e, Effect::Bell)));
+}

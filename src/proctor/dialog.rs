@@ -14,6 +14,8 @@ const MAX_TEXT: usize = 500;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ActionKind {
+    /// Start the clock of a session that has not started.
+    Begin,
     Pause,
     Resume,
     Extend,
@@ -25,6 +27,7 @@ pub enum ActionKind {
 impl ActionKind {
     pub fn title(&self) -> &'static str {
         match self {
+            ActionKind::Begin => "Start the clock",
             ActionKind::Pause => "Pause",
             ActionKind::Resume => "Resume",
             ActionKind::Extend => "Extend the budget",
@@ -37,6 +40,7 @@ impl ActionKind {
     /// What the action did, for the footer ("paused k7mq2x").
     pub fn done(&self) -> &'static str {
         match self {
+            ActionKind::Begin => "started",
             ActionKind::Pause => "paused",
             ActionKind::Resume => "resumed",
             ActionKind::Extend => "extended",
@@ -49,7 +53,10 @@ impl ActionKind {
     /// Resume and score carry no reason in the protocol: theirs goes into a
     /// note after the action succeeds, and may be left empty.
     fn reason_optional(&self) -> bool {
-        matches!(self, ActionKind::Resume | ActionKind::Score)
+        matches!(
+            self,
+            ActionKind::Begin | ActionKind::Resume | ActionKind::Score
+        )
     }
 
     fn reason_label(&self) -> &'static str {
@@ -339,6 +346,12 @@ impl Dialog {
     fn submission_for(&self, session: String) -> Result<Submission, String> {
         let reason = self.reason.trim().to_string();
         let (request, then_note) = match self.kind {
+            ActionKind::Begin => (
+                Request::Begin {
+                    session: session.clone(),
+                },
+                (!reason.is_empty()).then(|| format!("started the clock: {reason}")),
+            ),
             ActionKind::Pause => (
                 Request::Pause {
                     session: session.clone(),

@@ -325,6 +325,7 @@ impl App {
         let state = t.view.state.as_str();
         let refusal = match kind {
             _ if state == "ended" => Some("has ended"),
+            ActionKind::Begin if state != "created" => Some("has started already"),
             ActionKind::Pause if state != "running" => Some("is not running"),
             ActionKind::Resume if state != "paused" => Some("is not paused"),
             _ => None,
@@ -430,6 +431,7 @@ impl App {
 
 fn action_for(code: KeyCode) -> Option<ActionKind> {
     Some(match code {
+        KeyCode::Char('b') => ActionKind::Begin,
         KeyCode::Char('p') => ActionKind::Pause,
         KeyCode::Char('r') => ActionKind::Resume,
         KeyCode::Char('x') => ActionKind::Extend,
@@ -531,6 +533,28 @@ mod tests {
         assert!(a.marked.is_empty());
         press(&mut a, ' ');
         assert_eq!(a.marked.len(), 1);
+    }
+
+    #[test]
+    fn a_not_started_session_is_begun_from_the_dashboard() {
+        let mut a = app();
+        a.selected = Some("l7z1qk".into());
+        press(&mut a, 'b');
+        let effects = a.update(Action::Key(KeyEvent::new(
+            KeyCode::Enter,
+            KeyModifiers::NONE,
+        )));
+        assert!(
+            matches!(
+                effects.as_slice(),
+                [Effect::Send(Pending::Act { .. }, Request::Begin { session })] if session == "l7z1qk"
+            ),
+            "{effects:?}"
+        );
+        // A running one is refused before any dialog.
+        a.selected = Some("a1k9qz".into());
+        assert!(press(&mut a, 'b').is_empty());
+        assert!(a.overlay.is_none());
     }
 
     #[test]

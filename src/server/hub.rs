@@ -43,8 +43,7 @@ pub struct Actor {
     pub origin: Option<crate::session::Origin>,
 }
 
-/// The runner's name in the event log for what it does by itself.
-pub const SYSTEM: &str = "rebench";
+pub use crate::session::SYSTEM;
 /// Default and largest timeout of an agent's exec.
 const EXEC_DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 const EXEC_MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);

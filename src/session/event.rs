@@ -4,6 +4,9 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+/// The runner's name in the event log (`by`) for what it does by itself.
+pub const SYSTEM: &str = "rebench";
+
 /// One entry of a session's event log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {

@@ -9,6 +9,6 @@ pub mod meta;
 pub mod state;
 
 pub use clock::{LiveClock, ManualClock, MonotonicClock, SystemClock};
-pub use event::{EndReason, Event, EventKind, Origin, PauseReason, ScoreEntry, ScorePhase};
+pub use event::{EndReason, Event, EventKind, Origin, PauseReason, SYSTEM, ScoreEntry, ScorePhase};
 pub use meta::{Kind, SessionMeta};
 pub use state::{Phase, SessionState};

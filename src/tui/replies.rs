@@ -365,7 +365,17 @@ impl App {
                 self.scoring_since_s = None;
                 true
             }
-            EventKind::Started { .. } | EventKind::Extended { .. } | EventKind::Note { .. } => true,
+            // A note by someone else (a proctor's message) is shown, with
+            // the bell: the participant may be looking at the shell.
+            EventKind::Note { text, by } => {
+                let mine = self.view.as_ref().is_some_and(|v| v.participant == *by);
+                if !mine && by != crate::session::SYSTEM {
+                    self.notify(format!("message from {by}: {text}"));
+                    effects.push(Effect::Bell);
+                }
+                true
+            }
+            EventKind::Started { .. } | EventKind::Extended { .. } => true,
             _ => false,
         };
         if refresh {

@@ -51,6 +51,9 @@ fn draw_box(
 /// What the action will do, in a sentence.
 fn explanation(kind: ActionKind) -> &'static str {
     match kind {
+        ActionKind::Begin => {
+            "The session's clock starts now, as if the participant pressed Enter on the start screen."
+        }
         ActionKind::Pause => {
             "The clock stops and the participant's processes are frozen. Only a proctor can resume a proctor's pause."
         }
@@ -155,6 +158,7 @@ fn draw_dialog(app: &App, d: &Dialog, frame: &mut Frame, area: Rect) {
 
 fn confirm_word(kind: ActionKind) -> &'static str {
     match kind {
+        ActionKind::Begin => "start the clock",
         ActionKind::Pause => "pause",
         ActionKind::Resume => "resume",
         ActionKind::Extend => "extend",
@@ -164,7 +168,7 @@ fn confirm_word(kind: ActionKind) -> &'static str {
     }
 }
 
-const HELP: [(&str, &str); 24] = [
+const HELP: [(&str, &str); 25] = [
     (
         "↑/↓ j/k",
         "select a session (PgUp/PgDn, g/G: page, first, last)",
@@ -180,7 +184,11 @@ const HELP: [(&str, &str); 24] = [
         "x",
         "change the budget (30m adds, -15m takes off; a reason)",
     ),
-    ("n", "add a proctor note"),
+    ("b", "start the clock of a session that has not started"),
+    (
+        "n",
+        "add a note (the participant sees it at once: a message)",
+    ),
     ("s", "take a score now"),
     ("E", "end the session (asks twice)"),
     (
