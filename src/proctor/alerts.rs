@@ -16,6 +16,9 @@ pub enum AlertKind {
     ScorerFailing,
     ScoreInvalid,
     ScoreDropped,
+    /// The budget was changed by someone other than a proctor (the CLI, a
+    /// script): worth a look, since time is what is measured.
+    BudgetChanged,
     BudgetLow,
     ShellExited,
     LongPause,
@@ -23,12 +26,13 @@ pub enum AlertKind {
 }
 
 impl AlertKind {
-    pub const ALL: [AlertKind; 9] = [
+    pub const ALL: [AlertKind; 10] = [
         AlertKind::CrashRecovery,
         AlertKind::ProtectedFile,
         AlertKind::ScorerFailing,
         AlertKind::ScoreInvalid,
         AlertKind::ScoreDropped,
+        AlertKind::BudgetChanged,
         AlertKind::BudgetLow,
         AlertKind::ShellExited,
         AlertKind::LongPause,
@@ -43,6 +47,7 @@ impl AlertKind {
             AlertKind::ScorerFailing => "SCORER",
             AlertKind::ScoreInvalid => "INVALID",
             AlertKind::ScoreDropped => "DROP",
+            AlertKind::BudgetChanged => "BUDGET",
             AlertKind::BudgetLow => "LOW TIME",
             AlertKind::ShellExited => "SHELL",
             AlertKind::LongPause => "LONG PAUSE",
@@ -98,6 +103,7 @@ pub fn session_alerts(t: &Tracked, limits: &Thresholds, now: DateTime<Utc>) -> V
         }
     }
     score_trouble(t, limits, &mut alerts);
+    budget_changes(t, &mut alerts);
     let started = v.started_at.is_some();
     let remaining = t.remaining_s(now);
     if started && remaining < limits.budget_low_s {
@@ -209,6 +215,26 @@ fn score_trouble(t: &Tracked, limits: &Thresholds, alerts: &mut Vec<Alert>) {
                 format::normalized(b),
                 format::normalized(n)
             ),
+        });
+    }
+}
+
+/// A proctor's dashboard records its changes as `NAME (proctor)`; any
+/// other author (the CLI, a script) of a budget change raises an alert.
+fn budget_changes(t: &Tracked, alerts: &mut Vec<Alert>) {
+    for e in &t.view.extensions {
+        if e.by.ends_with(" (proctor)") {
+            continue;
+        }
+        let change = if e.by_s < 0.0 {
+            format!("-{}", format::human_duration(-e.by_s))
+        } else {
+            format!("+{}", format::human_duration(e.by_s))
+        };
+        alerts.push(Alert {
+            kind: AlertKind::BudgetChanged,
+            since: e.at,
+            text: format!("budget {change} by {}: {}", e.by, e.reason),
         });
     }
 }

@@ -150,6 +150,13 @@ pub struct App {
     pub signature: (String, bool),
     /// Redraw needed.
     pub dirty: bool,
+    /// Alerts already announced (session, kind, since): each new one rings
+    /// the bell once.
+    pub announced: HashSet<(String, AlertKind, i64)>,
+    /// A new alert arrived since the runtime last rang.
+    pub bell: bool,
+    /// The alerts of the first listing are in `announced`.
+    pub alerts_primed: bool,
 }
 
 impl App {
@@ -179,6 +186,9 @@ impl App {
             stale: false,
             signature: (String::new(), false),
             dirty: true,
+            announced: HashSet::new(),
+            bell: false,
+            alerts_primed: false,
         }
     }
 
@@ -223,6 +233,17 @@ impl App {
         // Redraw only when what is shown changed (ticks often change nothing).
         if rows != self.rows || list != self.alert_list {
             self.dirty = true;
+        }
+        // The bell for alerts new since the first listing (what was there
+        // when the dashboard opened is not news).
+        if self.loaded {
+            for l in &list {
+                let key = (l.session.clone(), l.alert.kind, l.alert.since.timestamp());
+                if self.announced.insert(key) && self.alerts_primed {
+                    self.bell = true;
+                }
+            }
+            self.alerts_primed = true;
         }
         self.alert_list = list;
         self.alert_selected = self

@@ -109,6 +109,9 @@ pub async fn run(
         if due {
             app.settle();
         }
+        if std::mem::take(&mut app.bell) {
+            crate::tui::terminal::bell();
+        }
         if app.dirty && due {
             terminal.draw(|frame| ui::draw(&app, frame))?;
             app.dirty = false;

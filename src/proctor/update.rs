@@ -456,6 +456,7 @@ fn submit(s: Submission) -> Effect {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proctor::alerts::AlertKind;
     use crate::proctor::sample;
     use crate::proctor::settings::Thresholds;
     use crate::protocol::{Push, ShellInfo};
@@ -555,6 +556,40 @@ mod tests {
         a.selected = Some("a1k9qz".into());
         assert!(press(&mut a, 'b').is_empty());
         assert!(a.overlay.is_none());
+    }
+
+    #[test]
+    fn a_new_alert_rings_once_and_a_budget_change_outside_the_dashboard_is_one() {
+        let mut a = app();
+        assert!(!a.bell, "what was there at the start is not news");
+        // Someone at the CLI gives alice five more hours.
+        let effects = a.update(Action::Push(Box::new(Push::SessionEvent {
+            session: "a1k9qz".into(),
+            event: crate::session::Event {
+                seq: 90,
+                at: sample::now(),
+                active_ms: 7_000_000,
+                origin: None,
+                kind: crate::session::EventKind::Extended {
+                    by_ms: 5 * 3_600_000,
+                    reason: "asked nicely".into(),
+                    by: "root (cli)".into(),
+                },
+            },
+        })));
+        assert!(effects.is_empty());
+        a.settle();
+        assert!(std::mem::take(&mut a.bell), "a new alert rings");
+        let line = a
+            .alert_list
+            .iter()
+            .find(|l| l.session == "a1k9qz")
+            .expect("the alert");
+        assert_eq!(line.alert.kind, AlertKind::BudgetChanged);
+        assert_eq!(line.alert.text, "budget +5h by root (cli): asked nicely");
+        // Not again for the same alert.
+        a.recompute();
+        assert!(!a.bell);
     }
 
     #[test]

@@ -230,8 +230,12 @@ mod tests {
     fn narrow_windows_drop_the_least_needed_columns() {
         assert_eq!(columns_for(200).len(), COLUMNS.len());
         let narrow: Vec<Column> = columns_for(120).iter().map(|c| c.0).collect();
-        assert!(!narrow.contains(&Column::Bar) && !narrow.contains(&Column::Session));
+        assert!(!narrow.contains(&Column::Bar) && !narrow.contains(&Column::Kind));
         assert!(narrow.contains(&Column::Participant) && narrow.contains(&Column::Idle));
+        // The id is the last to go: at 80 columns it is still there.
+        let at_80: Vec<Column> = columns_for(80).iter().map(|c| c.0).collect();
+        assert!(at_80.contains(&Column::Session) && at_80.contains(&Column::State));
+        assert!(!at_80.contains(&Column::Environment));
     }
 
     #[test]
