@@ -111,3 +111,73 @@ fn start_type_score_tabs_detach_attach_submit() {
     t.keys("w2", &["q"]);
     t.wait_text("w2", "WORKSPACE-EXITED 0");
 }
+
+#[test]
+fn the_workspace_waits_out_a_server_shutdown_and_comes_back_paused() {
+    if !tmux_or_skip("the workspace reconnect test") {
+        return;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("rbtui")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let config_home = dir.path().join("config");
+    std::fs::create_dir_all(&config_home).unwrap();
+    let env = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/envs/fixed");
+    let t = Tmux {
+        socket: format!("rbrec-{}", std::process::id()),
+        data_dir: dir.path().join("data"),
+        _dir: dir,
+    };
+    let cli = |args: &[&str]| {
+        std::process::Command::new(common::BIN)
+            .arg("--data-dir")
+            .arg(&t.data_dir)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    t.open(
+        "w",
+        &format!("start {} --participant tester", env.display()),
+        &config_home,
+    );
+    t.wait_text("w", "to start the clock");
+    t.keys("w", &["Enter"]);
+    t.wait_for("w", "the running shell", |s| {
+        s.contains("RUNNING") && s.contains("[rebench ")
+    });
+
+    // An orderly stop: the workspace stays, says what it means, and waits.
+    assert!(cli(&["shutdown"]).status.success());
+    let waiting = t.wait_text("w", "Reconnecting to session");
+    assert!(waiting.contains("the server was shut down"), "{waiting}");
+    assert!(waiting.contains("server_shutdown"), "{waiting}");
+    assert!(!waiting.contains("WORKSPACE-EXITED"), "{waiting}");
+
+    // Once the old server is gone, the operator starts it again (any command
+    // does): the workspace is back, on the paused session, with a new shell.
+    let socket = t.data_dir.join("rebench.sock");
+    let gone = std::time::Instant::now();
+    while socket.exists() {
+        assert!(gone.elapsed().as_secs() < 20, "the server did not stop");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(cli(&["sessions"]).status.success());
+    // The participant may resume it (and gets a new shell).
+    t.wait_for("w", "the reconnected workspace", |s| {
+        s.contains("PAUSED (server shutdown)") && s.contains("p to resume")
+    });
+    t.keys("w", &["C-g"]);
+    t.keys("w", &["p"]);
+    t.wait_for("w", "the resumed shell", |s| {
+        s.contains("RUNNING") && s.contains("[rebench ")
+    });
+    t.type_line("w", "echo back-again");
+    t.wait_for("w", "the echo", |s| {
+        pane_lines(s).iter().any(|l| l == "back-again")
+    });
+    t.keys("w", &["C-g"]);
+    t.keys("w", &["d"]);
+    t.wait_text("w", "WORKSPACE-EXITED 0");
+}

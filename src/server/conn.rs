@@ -745,6 +745,11 @@ async fn open_shell(
     rows: u16,
 ) -> OpResult<crate::protocol::ShellInfo> {
     let host = hub.host(session)?;
+    if *hub.closing.borrow() {
+        return Err(OpError::state(
+            "the server is shutting down; open a shell once it is back",
+        ));
+    }
     if cols == 0 || rows == 0 || cols > 1000 || rows > 1000 {
         return Err(OpError::new(
             ErrorCode::BadRequest,

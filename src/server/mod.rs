@@ -118,6 +118,9 @@ pub async fn serve_with_clock(
 /// The shells end with the server (it holds their terminals); the
 /// workspaces stay.
 async fn shut_down(hub: &Arc<hub::Hub>) {
+    // First: from here no new shell starts (one racing the freeze below
+    // could hang its spawn), and every client is told.
+    hub.closing.send_replace(true);
     for host in hub.all_hosts() {
         let mut live = host.live.lock().await;
         if live.state.phase() == Phase::Running {
@@ -133,7 +136,6 @@ async fn shut_down(hub: &Arc<hub::Hub>) {
             }
         }
     }
-    hub.closing.send_replace(true);
     for host in hub.all_hosts() {
         for shell in host.shells_guard().values() {
             shell.kill();

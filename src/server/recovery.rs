@@ -102,8 +102,10 @@ pub async fn load_and_recover(hub: &Arc<Hub>) -> anyhow::Result<()> {
             }
             _ => {}
         }
-        if phase != Phase::Ended {
-            // Leftover processes (nohup jobs survive their terminal) must not compute while paused.
+        // Leftover processes (nohup jobs survive their terminal) must not
+        // compute while paused. In a cgroup they were killed above, and the
+        // group stays thawed: its jail starts anew inside it.
+        if phase != Phase::Ended && host.sandbox.containment() != "cgroup" {
             hub.freeze(&host).await;
         }
     }
@@ -114,16 +116,32 @@ pub async fn load_and_recover(hub: &Arc<Hub>) -> anyhow::Result<()> {
 /// (its cgroup, its marker) and, for an ended session, of the session itself.
 async fn kill_leftovers(hub: &Arc<Hub>, host: &Arc<super::host::Host>) {
     let mut groups = Vec::new();
+    // The session's own groups, kept (its sandbox holds them): emptied and
+    // thawed. A stop left them frozen with the old server's processes; a
+    // new process joining a frozen group would freeze before it even
+    // starts (and the server with it, waiting on its spawn).
+    let mut emptied = Vec::new();
     if let Some(root) = &hub.cgroups {
         groups.extend(root.existing(&scoring_group_name(host.id())));
-        if host.sandbox.containment() != "cgroup" {
-            groups.extend(root.existing(host.id()));
-            groups.extend(root.existing(&format!("{}.clients", host.id())));
+        let own = [
+            root.existing(host.id()),
+            root.existing(&format!("{}.clients", host.id())),
+        ];
+        if host.sandbox.containment() == "cgroup" {
+            emptied.extend(own.into_iter().flatten());
+        } else {
+            groups.extend(own.into_iter().flatten());
         }
     }
     // Without cgroups, by marker (a scan of /proc per session: only then).
     let scoring = hub.cgroups.is_none().then(|| scoring_marker(host));
     let _ = tokio::task::spawn_blocking(move || {
+        for group in emptied {
+            group.kill_all();
+            if let Err(e) = group.thaw() {
+                tracing::warn!("could not thaw {}: {e:#}", group.path().display());
+            }
+        }
         for group in groups {
             group.remove();
         }

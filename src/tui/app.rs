@@ -96,6 +96,8 @@ pub enum Exit {
     /// The server was shut down in order: the session is paused
     /// (`server_shutdown`) until someone resumes it.
     ServerShutdown,
+    /// The session could not be opened (the server's reason).
+    Failed(String),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -160,9 +162,30 @@ pub struct Banner {
     pub since_s: f64,
 }
 
+/// Waiting for the server to come back (it was shut down, or the
+/// connection broke): the workspace retries with backoff instead of exiting.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reconnect {
+    /// Tries made so far.
+    pub attempts: u32,
+    /// What happened, for the screen.
+    pub why: String,
+    /// An orderly shutdown (the session is paused, `server_shutdown`).
+    pub shutdown: bool,
+    /// App time of the next try.
+    pub next_s: f64,
+    /// Why the last try failed.
+    pub last_error: Option<String>,
+}
+
+/// The longest wait between two tries.
+pub const RECONNECT_MAX_GAP_S: f64 = 15.0;
+
 pub struct App {
     pub session: String,
     pub screen: Screen,
+    /// Set while the server is away.
+    pub reconnect: Option<Reconnect>,
     pub overlay: Option<Overlay>,
     /// The latest view of the session from the server.
     pub view: Option<SessionView>,
@@ -200,6 +223,7 @@ impl App {
         App {
             session: session.to_string(),
             screen: Screen::Connecting,
+            reconnect: None,
             overlay: None,
             view: None,
             synced_at_s: 0.0,
@@ -225,6 +249,63 @@ impl App {
     }
 
     /// The first requests: events of this session, its view, its instructions.
+    /// The server went away: wait for it on the connecting screen instead
+    /// of leaving (its shells are gone; the session, if it was running, is
+    /// paused by the shutdown or by the restart's crash recovery).
+    pub fn lost_server(&mut self, exit: &Exit) {
+        let (why, shutdown) = match exit {
+            Exit::ServerShutdown => ("the server was shut down".to_string(), true),
+            Exit::Lost(why) => (why.clone(), false),
+            Exit::Detached | Exit::Quit | Exit::Failed(_) => return,
+        };
+        let attempts = self.reconnect.as_ref().map_or(0, |r| r.attempts);
+        self.reconnect = Some(Reconnect {
+            attempts,
+            why,
+            shutdown,
+            next_s: self.now_s + 1.0,
+            last_error: None,
+        });
+        self.screen = Screen::Connecting;
+        // No clock runs for us while the server is away (a shutdown paused
+        // the session; a restart after a crash pauses it too).
+        if let Some(v) = &mut self.view
+            && v.state == "running"
+        {
+            v.state = "paused".into();
+            v.pause_reason = shutdown.then(|| "server_shutdown".to_string());
+        }
+        self.tabs.clear();
+        self.active_tab = 0;
+        self.overlay = None;
+        self.scroll_mode = false;
+        self.prefix.disarm();
+        self.scoring_since_s = None;
+        self.submitting_since_s = None;
+        self.dirty = true;
+    }
+
+    /// A try failed: the next one after a longer wait (1, 2, 4, 8, 15 s).
+    pub fn reconnect_failed(&mut self, why: String) {
+        if let Some(r) = &mut self.reconnect {
+            r.attempts += 1;
+            let gap = 2f64.powi(r.attempts.min(4) as i32).min(RECONNECT_MAX_GAP_S);
+            r.next_s = self.now_s + gap;
+            r.last_error = Some(why);
+            self.dirty = true;
+        }
+    }
+
+    /// Connected again: read everything anew (the first view re-attaches
+    /// or opens the shells).
+    pub fn reconnected(&mut self) -> Vec<Effect> {
+        self.reconnect = None;
+        self.screen = Screen::Connecting;
+        self.notify("reconnected to the server");
+        self.dirty = true;
+        self.start()
+    }
+
     pub fn start(&mut self) -> Vec<Effect> {
         vec![
             self.request(Pending::Subscribe, |s| Request::Subscribe {

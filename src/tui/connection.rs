@@ -32,7 +32,24 @@ impl Connection {
         paths: &DataPaths,
         session: &str,
     ) -> anyhow::Result<(Connection, mpsc::Receiver<Incoming>)> {
-        let mut admin = Client::connect_admin(paths, "workspace (setup)").await?;
+        let admin = Client::connect_admin(paths, "workspace (setup)").await?;
+        Self::open_with(admin, session).await
+    }
+
+    /// As `open`, on a server that is already running (never starts one:
+    /// after a shutdown the operator decides when it comes back).
+    pub async fn reopen(
+        paths: &DataPaths,
+        session: &str,
+    ) -> anyhow::Result<(Connection, mpsc::Receiver<Incoming>)> {
+        let admin = Client::connect(&paths.socket(), None, "workspace (setup)").await?;
+        Self::open_with(admin, session).await
+    }
+
+    async fn open_with(
+        mut admin: Client,
+        session: &str,
+    ) -> anyhow::Result<(Connection, mpsc::Receiver<Incoming>)> {
         let creds: Credentials = admin
             .call(Request::Credentials {
                 session: session.to_string(),

@@ -42,7 +42,7 @@ pub async fn run_workspace(
     let _ = fresh;
     let ending = {
         let (_guard, terminal) = terminal::TerminalGuard::enter(config.mouse)?;
-        runtime::run(terminal, app, conn, server).await
+        runtime::run(terminal, app, conn, server, paths).await
     };
     // The terminal is restored here (guard dropped): now it is safe to print.
     let again = crate::command_line::rebench_command(paths, &format!("attach {session}"));
@@ -55,6 +55,10 @@ pub async fn run_workspace(
         runtime::Ending::App(app::Exit::Quit) => {
             println!("Left session {session}. {again} opens it again.");
             Ok(0)
+        }
+        runtime::Ending::App(app::Exit::Failed(why)) => {
+            eprintln!("rebench: cannot open session {session}: {why}");
+            Ok(1)
         }
         runtime::Ending::App(app::Exit::ServerShutdown) => {
             eprintln!("rebench: the server was shut down.");

@@ -201,7 +201,7 @@ impl App {
             // Typing while the clock stops (a race with a pause): say it once, politely.
             Pending::ShellInput(_) => self.notify(format!("not sent: {}", e.message)),
             Pending::Show if self.view.is_none() => {
-                effects.push(Effect::Exit(Exit::Lost(e.message)));
+                effects.push(Effect::Exit(Exit::Failed(e.message)));
             }
             _ => self.notify_error(e.message),
         }

@@ -36,6 +36,7 @@ pub async fn run(
     mut app: App,
     mut conn: Connection,
     mut server: mpsc::Receiver<Incoming>,
+    paths: &crate::paths::DataPaths,
 ) -> anyhow::Result<Ending> {
     let started = Instant::now();
     let now = move || started.elapsed().as_secs_f64();
@@ -72,13 +73,28 @@ pub async fn run(
                 }
                 None => break Ending::App(Exit::Lost("the terminal closed".into())),
             },
-            line = server.recv() => match line {
+            line = server.recv(), if app.reconnect.is_none() => match line {
                 Some(line) => {
                     actions.extend(conn.route(line));
                     // Coalesce an output flood: everything queued, then one frame.
                     drain_queued(&mut server, &mut actions, BATCH, |line| conn.route(line));
                 }
                 None => actions.push(Action::Disconnected("the server closed the connection".into())),
+            },
+            _ = sleep_until(reconnect_due(&app, started)), if app.reconnect.is_some() => {
+                app.now_s = now();
+                // Never starts a server: the operator stopped it, or it crashed.
+                match Connection::reopen(paths, &app.session).await {
+                    Ok((new_conn, new_server)) => {
+                        conn = new_conn;
+                        server = new_server;
+                        let effects = app.reconnected();
+                        if let Some(e) = perform(&mut conn, effects).await? {
+                            break Ending::App(e);
+                        }
+                    }
+                    Err(e) => app.reconnect_failed(format!("{e:#}")),
+                }
             },
             _ = tick.tick() => actions.push(Action::Tick),
             _ = resync.tick() => actions.push(Action::Resync),
@@ -99,8 +115,11 @@ pub async fn run(
                 break;
             }
         }
-        if let Some(e) = exit {
-            break Ending::App(e);
+        match exit {
+            // The server went away: wait for it rather than leave.
+            Some(e @ (Exit::Lost(_) | Exit::ServerShutdown)) => app.lost_server(&e),
+            Some(e) => break Ending::App(e),
+            None => {}
         }
         let due = last_draw.is_none_or(|t| t.elapsed() >= FRAME_GAP);
         if app.dirty && due {
@@ -112,6 +131,12 @@ pub async fn run(
     };
     stop.store(true, Ordering::Relaxed);
     Ok(ending)
+}
+
+/// When the next reconnection try is due, as a tokio instant.
+fn reconnect_due(app: &App, started: Instant) -> tokio::time::Instant {
+    let at_s = app.reconnect.as_ref().map_or(0.0, |r| r.next_s).max(0.0);
+    (started + Duration::from_secs_f64(at_s)).into()
 }
 
 /// Carries out effects; returns an exit if one was asked for.

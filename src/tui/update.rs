@@ -21,11 +21,16 @@ impl App {
     /// Applies one action; returns what the runtime must do.
     pub fn update(&mut self, action: Action) -> Vec<Effect> {
         let mut effects = Vec::new();
+        if self.reconnect.is_some() && matches!(action, Action::Resync) {
+            // Nothing to re-read from a server that is away.
+            return effects;
+        }
         match action {
             Action::Tick => {
                 let before = self.time_signature();
                 self.check_warnings(&mut effects);
-                if self.time_signature() != before {
+                // The reconnect screen counts down to the next try.
+                if self.time_signature() != before || self.reconnect.is_some() {
                     self.dirty = true;
                 }
                 return effects;

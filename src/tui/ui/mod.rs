@@ -23,13 +23,16 @@ pub fn draw(app: &App, frame: &mut Frame) {
         return;
     }
     match app.screen {
-        Screen::Connecting => {
-            let text = format!("connecting to session {}…", app.session);
-            frame.render_widget(
-                Paragraph::new(Line::styled(text, app.theme.dim())).centered(),
-                layout::centered(area, area.width, 1),
-            );
-        }
+        Screen::Connecting => match &app.reconnect {
+            None => {
+                let text = format!("connecting to session {}…", app.session);
+                frame.render_widget(
+                    Paragraph::new(Line::styled(text, app.theme.dim())).centered(),
+                    layout::centered(area, area.width, 1),
+                );
+            }
+            Some(r) => draw_reconnecting(app, r, frame, area),
+        },
         Screen::Workspace => {
             let areas = layout::workspace(area, app.side_panel);
             header::draw(app, frame, areas.header);
@@ -58,6 +61,42 @@ pub fn draw(app: &App, frame: &mut Frame) {
         }
     }
     overlays::draw(app, frame, area);
+}
+
+/// The server is away: what that means for the session, and the next try.
+fn draw_reconnecting(app: &App, r: &super::app::Reconnect, frame: &mut Frame, area: Rect) {
+    let theme = &app.theme;
+    let meaning = if r.shutdown {
+        "Your session is paused (server_shutdown): its clock stopped and its shells ended; your files are kept."
+    } else {
+        "If the server stopped, your session comes back paused when it restarts; your files are kept."
+    };
+    let wait = (r.next_s - app.now_s).max(0.0).ceil();
+    let mut lines = vec![
+        Line::styled(r.why.clone(), theme.bad()),
+        Line::raw(""),
+        Line::raw(meaning),
+        Line::raw(""),
+        Line::styled(
+            format!(
+                "Reconnecting to session {} when the server is back: next try in {wait:.0} s (tries so far: {}).",
+                app.session, r.attempts
+            ),
+            theme.dim(),
+        ),
+        Line::styled("q leaves (the session stays on the server)", theme.key()),
+    ];
+    if let Some(e) = &r.last_error {
+        lines.push(Line::raw(""));
+        lines.push(Line::styled(format!("last try: {e}"), theme.dim()));
+    }
+    let rect = layout::centered(area, area.width.min(80), 12);
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(ratatui::widgets::Wrap { trim: true })
+            .centered(),
+        rect,
+    );
 }
 
 fn draw_too_small(app: &App, frame: &mut Frame, area: Rect) {
