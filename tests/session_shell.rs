@@ -15,8 +15,9 @@ use rebench::session::Kind;
 
 /// A home folder whose `.bashrc` runs `rc`, and optionally a rebench config.
 fn operator_home(rc: &str, config: Option<&str>) -> tempfile::TempDir {
-    // Not under /tmp, which a jail replaces with its own.
-    let home = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // Not under /tmp, which a jail replaces with its own (the checkout, and
+    // so the target folder, may be under /tmp too).
+    let home = tempfile::tempdir_in("/var/tmp").unwrap();
     std::fs::write(home.path().join(".bashrc"), rc).unwrap();
     if let Some(config) = config {
         std::fs::create_dir_all(home.path().join(".config/rebench")).unwrap();
