@@ -8,8 +8,7 @@ use std::time::Duration;
 use common::*;
 use rebench::client::Client;
 use rebench::protocol::{
-    AttachMode, AttachReply, CreateSession, Push, RecordingPage, Request, SessionView, ShellInfo,
-    b64_decode, b64_encode,
+    CreateSession, Push, RecordingPage, Request, SessionView, b64_decode, b64_encode,
 };
 use rebench::session::Kind;
 
@@ -40,24 +39,8 @@ async fn session_with_shell(
         })
         .await
         .unwrap();
-    let mut driver = server.participant(&view.id).await;
-    let info: ShellInfo = driver
-        .call(Request::ShellOpen {
-            session: view.id.clone(),
-            cols: 80,
-            rows: 24,
-        })
-        .await
-        .unwrap();
-    let _: AttachReply = driver
-        .call(Request::ShellAttach {
-            session: view.id.clone(),
-            shell: info.shell,
-            mode: AttachMode::Driver,
-        })
-        .await
-        .unwrap();
-    (env_dir, view.id, driver, info.shell)
+    let (driver, shell, _) = server.drive_new_shell(&view.id, 80, 24).await;
+    (env_dir, view.id, driver, shell)
 }
 
 async fn type_and_wait(driver: &mut Client, session: &str, shell: u32, text: &str, needle: &str) {

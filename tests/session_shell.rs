@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use common::*;
 use rebench::client::Client;
-use rebench::protocol::{
-    AttachMode, AttachReply, CreateSession, Push, Request, SessionView, ShellInfo, b64_decode,
-};
+use rebench::protocol::{Push, Request, SessionView, b64_decode};
 use rebench::session::Kind;
 
 /// A home folder whose `.bashrc` runs `rc`, and optionally a rebench config.
@@ -34,46 +32,18 @@ fn server_with_home(home: &tempfile::TempDir) -> TestServer {
 /// A running session on `env` with one driven shell: the client, the
 /// session id, the shell, and what its screen showed at attach.
 async fn open_shell(server: &TestServer, env: &std::path::Path) -> (Client, String, u32, String) {
-    let mut admin = server.admin().await;
-    let view: SessionView = admin
-        .call(Request::CreateSession(CreateSession {
-            env_dir: env.display().to_string(),
-            participant: "p".into(),
-            kind: Kind::Human,
-            budget_s: Some(3600),
-            profile: None,
-            allow_missing_hardware: false,
-            no_input_recording: false,
-            sandbox: None,
-            task: None,
-        }))
+    let view = server.create(env, Some(3600), Kind::Human).await;
+    let _: SessionView = server
+        .admin()
         .await
-        .unwrap();
-    let _: SessionView = admin
         .call(Request::Begin {
             session: view.id.clone(),
         })
         .await
         .unwrap();
-    let mut driver = server.participant(&view.id).await;
-    let info: ShellInfo = driver
-        .call(Request::ShellOpen {
-            session: view.id.clone(),
-            cols: 120,
-            rows: 30,
-        })
-        .await
-        .unwrap();
-    let reply: AttachReply = driver
-        .call(Request::ShellAttach {
-            session: view.id.clone(),
-            shell: info.shell,
-            mode: AttachMode::Driver,
-        })
-        .await
-        .unwrap();
-    let screen = String::from_utf8_lossy(&b64_decode(&reply.screen).unwrap()).into_owned();
-    (driver, view.id, info.shell, screen)
+    let (driver, shell, screen) = server.drive_new_shell(&view.id, 120, 30).await;
+    let screen = String::from_utf8_lossy(&screen).into_owned();
+    (driver, view.id, shell, screen)
 }
 
 /// Everything the shell prints until `needle` shows (or `limit` passes).

@@ -7,23 +7,30 @@ use std::path::PathBuf;
 
 use common::tmux::{Tmux, pane_lines, tmux_or_skip};
 
-#[test]
-fn start_type_score_tabs_detach_attach_submit() {
-    if !tmux_or_skip("the workspace end-to-end test") {
-        return;
-    }
+/// A tmux server of its own (named `prefix`-pid), a fresh data dir and an
+/// empty config folder.
+fn harness(prefix: &str) -> (Tmux, PathBuf) {
     let dir = tempfile::Builder::new()
         .prefix("rbtui")
         .tempdir_in("/tmp")
         .unwrap();
     let config_home = dir.path().join("config");
     std::fs::create_dir_all(&config_home).unwrap();
-    let env = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("environments/prefix-sum");
     let t = Tmux {
-        socket: format!("rbtui-{}", std::process::id()),
+        socket: format!("{prefix}-{}", std::process::id()),
         data_dir: dir.path().join("data"),
         _dir: dir,
     };
+    (t, config_home)
+}
+
+#[test]
+fn start_type_score_tabs_detach_attach_submit() {
+    if !tmux_or_skip("the workspace end-to-end test") {
+        return;
+    }
+    let (t, config_home) = harness("rbtui");
+    let env = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("environments/prefix-sum");
 
     // The start screen, then Enter starts the clock.
     t.open(
@@ -117,18 +124,8 @@ fn the_workspace_waits_out_a_server_shutdown_and_comes_back_paused() {
     if !tmux_or_skip("the workspace reconnect test") {
         return;
     }
-    let dir = tempfile::Builder::new()
-        .prefix("rbtui")
-        .tempdir_in("/tmp")
-        .unwrap();
-    let config_home = dir.path().join("config");
-    std::fs::create_dir_all(&config_home).unwrap();
+    let (t, config_home) = harness("rbrec");
     let env = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/envs/fixed");
-    let t = Tmux {
-        socket: format!("rbrec-{}", std::process::id()),
-        data_dir: dir.path().join("data"),
-        _dir: dir,
-    };
     let cli = |args: &[&str]| {
         std::process::Command::new(common::BIN)
             .arg("--data-dir")

@@ -203,6 +203,36 @@ impl TestServer {
             .unwrap()
     }
 
+    /// A new shell in `session`, attached as its driver by the participant:
+    /// the participant's client, the shell, and its screen at attach.
+    pub async fn drive_new_shell(
+        &self,
+        session: &str,
+        cols: u16,
+        rows: u16,
+    ) -> (Client, u32, Vec<u8>) {
+        use rebench::protocol::{AttachMode, AttachReply, ShellInfo, b64_decode};
+        let mut driver = self.participant(session).await;
+        let info: ShellInfo = driver
+            .call(Request::ShellOpen {
+                session: session.into(),
+                cols,
+                rows,
+            })
+            .await
+            .unwrap();
+        let reply: AttachReply = driver
+            .call(Request::ShellAttach {
+                session: session.into(),
+                shell: info.shell,
+                mode: AttachMode::Driver,
+            })
+            .await
+            .unwrap();
+        let screen = b64_decode(&reply.screen).unwrap();
+        (driver, info.shell, screen)
+    }
+
     pub async fn create_running(&self, env: &Path, budget_s: Option<u64>) -> SessionView {
         let view = self.create(env, budget_s, Kind::Agent).await;
         let mut admin = self.admin().await;
@@ -439,34 +469,18 @@ pub async fn shell_until(
     input: &str,
     needle: &str,
 ) -> (String, bool) {
-    use rebench::protocol::{AttachMode, AttachReply, ShellInfo, b64_encode};
-    let mut driver = server.participant(session).await;
-    let info: ShellInfo = driver
-        .call(Request::ShellOpen {
-            session: session.into(),
-            cols: 100,
-            rows: 30,
-        })
-        .await
-        .unwrap();
-    let _: AttachReply = driver
-        .call(Request::ShellAttach {
-            session: session.into(),
-            shell: info.shell,
-            mode: AttachMode::Driver,
-        })
-        .await
-        .unwrap();
+    use rebench::protocol::b64_encode;
+    let (mut driver, shell, _) = server.drive_new_shell(session, 100, 30).await;
     driver
         .send(Request::ShellInput {
             session: session.into(),
-            shell: info.shell,
+            shell,
             data: b64_encode(input.as_bytes()),
         })
         .await
         .unwrap();
     let mut screen = String::new();
-    let found = read_until(&mut driver, info.shell, needle, &mut screen).await;
+    let found = read_until(&mut driver, shell, needle, &mut screen).await;
     (screen, found)
 }
 
