@@ -55,7 +55,7 @@ fn start_type_score_tabs_detach_attach_submit() {
 
     // A score taken inside the shell shows in the side panel.
     t.type_line("w1", "score");
-    t.wait_text("w1", "2 scoring runs");
+    t.wait_text("w1", "1 scoring run");
 
     // A second tab.
     t.keys("w1", &["C-g"]);

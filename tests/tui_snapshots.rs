@@ -295,3 +295,21 @@ fn narrow_window_hides_the_panel() {
     assert_eq!(a.areas().side, None);
     insta::assert_snapshot!(render(&a));
 }
+
+/// The workspace at the sizes people use: the panel shrinks before it goes,
+/// and without it the header carries the scores.
+#[test]
+fn the_workspace_at_common_sizes() {
+    for (cols, rows) in [(80, 24), (100, 30), (120, 40), (200, 50)] {
+        let mut v = view("running", 10_000.0, several_scores());
+        v.final_score = Some(FinalScore {
+            raw: 101.9,
+            normalized: 0.768,
+        });
+        let a = with_shells(app(v, cols, rows), 1);
+        let screen = format!("{:?}", render(&a).buffer());
+        // The scores are somewhere at every size.
+        assert!(screen.contains("0.768"), "{cols}x{rows}: {screen}");
+        insta::assert_snapshot!(format!("workspace_{cols}x{rows}"), render(&a));
+    }
+}

@@ -6,9 +6,13 @@ use ratatui::layout::{Constraint, Layout, Rect};
 /// Below this the workspace cannot be used; we say so instead of drawing it.
 pub const MIN_COLS: u16 = 60;
 pub const MIN_ROWS: u16 = 16;
-/// The side panel needs this much width beside a usable shell.
+/// The side panel's width when there is room, and the least it shrinks to
+/// before it goes (the header then carries the scores).
 pub const SIDE_PANEL_COLS: u16 = 46;
-pub const SIDE_PANEL_MIN_TERMINAL_COLS: u16 = 110;
+pub const SIDE_PANEL_MIN_COLS: u16 = 30;
+/// What the shell keeps beside the panel: a usable 80-column-ish terminal.
+pub const PANE_MIN_COLS: u16 = 64;
+pub const SIDE_PANEL_MIN_TERMINAL_COLS: u16 = PANE_MIN_COLS + SIDE_PANEL_MIN_COLS;
 pub const HEADER_ROWS: u16 = 4;
 
 pub fn too_small(area: Rect) -> bool {
@@ -30,6 +34,14 @@ pub fn side_panel_fits(area: Rect) -> bool {
     area.width >= SIDE_PANEL_MIN_TERMINAL_COLS
 }
 
+/// The panel's width: full when it fits beside a 64-column shell, narrower
+/// (down to 30) when it does not.
+pub fn side_panel_cols(area: Rect) -> u16 {
+    area.width
+        .saturating_sub(PANE_MIN_COLS)
+        .clamp(SIDE_PANEL_MIN_COLS, SIDE_PANEL_COLS)
+}
+
 pub fn workspace(area: Rect, side_panel: bool) -> Areas {
     let [header, tabs, body, footer] = Layout::vertical([
         Constraint::Length(HEADER_ROWS),
@@ -39,9 +51,11 @@ pub fn workspace(area: Rect, side_panel: bool) -> Areas {
     ])
     .areas(area);
     let (pane, side) = if side_panel && side_panel_fits(area) {
-        let [pane, side] =
-            Layout::horizontal([Constraint::Min(1), Constraint::Length(SIDE_PANEL_COLS)])
-                .areas(body);
+        let [pane, side] = Layout::horizontal([
+            Constraint::Min(1),
+            Constraint::Length(side_panel_cols(area)),
+        ])
+        .areas(body);
         (pane, Some(side))
     } else {
         (body, None)
@@ -77,10 +91,14 @@ mod tests {
         assert_eq!(a.pane, Rect::new(0, 5, 94, 39));
         assert_eq!(a.side, Some(Rect::new(94, 5, 46, 39)));
         assert_eq!(a.footer, Rect::new(0, 44, 140, 1));
-        // Too narrow for the panel: the shell gets the full width.
+        // Narrower: the panel shrinks first, the shell keeps 64 columns...
         let a = workspace(Rect::new(0, 0, 100, 30), true);
+        assert_eq!(a.side.map(|s| s.width), Some(36));
+        assert_eq!(a.pane.width, 64);
+        // ...then goes: the shell gets the full width.
+        let a = workspace(Rect::new(0, 0, 93, 30), true);
         assert_eq!(a.side, None);
-        assert_eq!(a.pane.width, 100);
+        assert_eq!(a.pane.width, 93);
         assert!(too_small(Rect::new(0, 0, 59, 40)));
         assert!(!too_small(Rect::new(0, 0, 60, 16)));
     }

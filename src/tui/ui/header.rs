@@ -99,6 +99,14 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
             theme.key(),
         ));
     }
+    // No side panel on screen: the scores go on the state line.
+    let panel_shown = crate::tui::layout::workspace(app.area, app.side_panel)
+        .side
+        .is_some();
+    if !panel_shown && app.screen == crate::tui::app::Screen::Workspace {
+        state_line.push(Span::raw("  "));
+        state_line.extend(compact_scores(app, view));
+    }
     let info = vec![
         Line::from(vec![
             Span::styled(view.title.clone(), theme.title()),
@@ -160,6 +168,49 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
         .filled_symbol("━")
         .unfilled_symbol("─");
     frame.render_widget(gauge, gauge_row);
+}
+
+/// `best 0.768 · last 0.713 · 4 runs` (or that scores are hidden).
+fn compact_scores<'a>(app: &App, view: &crate::protocol::SessionView) -> Vec<Span<'a>> {
+    let theme = &app.theme;
+    let scores = view.scores.as_deref().unwrap_or(&[]);
+    let runs = scores.iter().filter(|s| s.phase != "starting").count();
+    let runs_text = match runs {
+        1 => "1 run".to_string(),
+        n => format!("{n} runs"),
+    };
+    if !view.visible {
+        return vec![Span::styled(
+            format!("scores hidden · {runs_text}"),
+            theme.dim(),
+        )];
+    }
+    let best = view
+        .final_score
+        .map(|f| format::normalized(f.normalized))
+        .unwrap_or_else(|| "—".into());
+    let last = scores
+        .iter()
+        .rev()
+        .find(|s| s.phase != "starting")
+        .map(|s| match (s.valid, s.normalized) {
+            (Some(true), Some(n)) => format::normalized(n),
+            _ => "invalid".into(),
+        })
+        .unwrap_or_else(|| "—".into());
+    // The score that counts, named by the environment's rule.
+    if view.aggregate == "last" {
+        return vec![
+            Span::styled("latest ", theme.dim()),
+            Span::styled(best, theme.good()),
+            Span::styled(format!(" · {runs_text}"), theme.dim()),
+        ];
+    }
+    vec![
+        Span::styled("best ", theme.dim()),
+        Span::styled(best, theme.good()),
+        Span::styled(format!(" · last {last} · {runs_text}"), theme.dim()),
+    ]
 }
 
 #[cfg(test)]

@@ -145,8 +145,9 @@ fn draw_summary(
             format!("scoring… {}", format::clock(app.now_s - since)),
             theme.key(),
         )),
+        // Runs after the start, as numbered everywhere (#1..#n).
         None => lines.push(Line::styled(
-            match view.score_count {
+            match view.score_count.saturating_sub(1) {
                 1 => "1 scoring run".to_string(),
                 n => format!("{n} scoring runs"),
             },
