@@ -67,7 +67,8 @@ pub fn draw(app: &App, frame: &mut Frame) {
 fn draw_reconnecting(app: &App, r: &super::app::Reconnect, frame: &mut Frame, area: Rect) {
     let theme = &app.theme;
     let meaning = if r.shutdown {
-        "Your session is paused (server_shutdown): its clock stopped and its shells ended; your files are kept."
+        // Accurate for a session that was paused already (say, by a proctor).
+        "Your session's clock is stopped (a running session is paused: server_shutdown); its shells ended; your files are kept."
     } else {
         "If the server stopped, your session comes back paused when it restarts; your files are kept."
     };
