@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
-use rebench::proctor::app::{Action, App, Pending};
-use rebench::proctor::sample;
-use rebench::proctor::settings::Thresholds;
-use rebench::proctor::ui;
 use rebench::protocol::Push;
 use rebench::session::Event;
-use rebench::tui::theme::Theme;
+use rebench::tui::proctor::app::{Action, App, Pending};
+use rebench::tui::proctor::sample;
+use rebench::tui::proctor::settings::Thresholds;
+use rebench::tui::proctor::ui;
+use rebench::tui::widgets::theme::Theme;
 
 const SESSIONS: usize = 200;
 const EVENTS: usize = 4000;

@@ -9,7 +9,6 @@ pub mod client;
 pub mod command_line;
 pub mod environment;
 pub mod paths;
-pub mod proctor;
 pub mod protocol;
 pub mod recording;
 pub mod report;

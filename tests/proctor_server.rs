@@ -14,14 +14,14 @@ use tokio::sync::mpsc;
 
 use common::{TestServer, fixture_env};
 use rebench::client::Client;
-use rebench::proctor::access;
-use rebench::proctor::app::{Action, App, Effect};
-use rebench::proctor::connection::{Connection, Incoming};
-use rebench::proctor::settings::Thresholds;
-use rebench::proctor::ui;
 use rebench::protocol::{AttachMode, ErrorCode, Request, SessionView, ShellInfo, b64_encode};
 use rebench::session::{Event, EventKind, Kind, PauseReason};
-use rebench::tui::theme::Theme;
+use rebench::tui::proctor::access;
+use rebench::tui::proctor::app::{Action, App, Effect};
+use rebench::tui::proctor::connection::{Connection, Incoming};
+use rebench::tui::proctor::settings::Thresholds;
+use rebench::tui::proctor::ui;
+use rebench::tui::widgets::theme::Theme;
 
 const ME: &str = "ana (proctor)";
 

@@ -6,14 +6,14 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use rebench::proctor::app::{Action, App, Effect, Overlay};
-use rebench::proctor::detail::Pane;
-use rebench::proctor::dialog::{ActionKind, Dialog};
-use rebench::proctor::sample;
-use rebench::proctor::settings::Thresholds;
-use rebench::proctor::ui;
 use rebench::protocol::{AttachReply, Push, ShellInfo, b64_encode};
-use rebench::tui::theme::Theme;
+use rebench::tui::proctor::app::{Action, App, Effect, Overlay};
+use rebench::tui::proctor::detail::Pane;
+use rebench::tui::proctor::dialog::{ActionKind, Dialog};
+use rebench::tui::proctor::sample;
+use rebench::tui::proctor::settings::Thresholds;
+use rebench::tui::proctor::ui;
+use rebench::tui::widgets::theme::Theme;
 
 fn app(cols: u16, rows: u16) -> App {
     let mut app = App::new(
@@ -46,7 +46,11 @@ fn typed(app: &mut App, text: &str) {
     }
 }
 
-fn reply<T: serde::Serialize>(app: &mut App, pending: rebench::proctor::app::Pending, value: T) {
+fn reply<T: serde::Serialize>(
+    app: &mut App,
+    pending: rebench::tui::proctor::app::Pending,
+    value: T,
+) {
     let value = serde_json::to_value(value).expect("json");
     app.update(Action::Reply {
         pending,
@@ -82,7 +86,7 @@ fn detail_view_mirrors_a_shell_beside_the_scores() {
     assert_eq!(effects.len(), 3, "show, shell list, events");
     reply(
         &mut a,
-        rebench::proctor::app::Pending::DetailShells("a1k9qz".into()),
+        rebench::tui::proctor::app::Pending::DetailShells("a1k9qz".into()),
         vec![
             ShellInfo {
                 shell: 0,
@@ -105,7 +109,7 @@ correct on 20 random inputs\r\nruntime: 2.31 ms (best of 5)\r\n\
 [rebench a1k9qz] ~/workspace $ ";
     reply(
         &mut a,
-        rebench::proctor::app::Pending::Attach("a1k9qz".into(), 0),
+        rebench::tui::proctor::app::Pending::Attach("a1k9qz".into(), 0),
         AttachReply {
             shell: 0,
             cols: 100,
@@ -140,7 +144,7 @@ fn detail_view_of_an_agent_shows_its_exec_history() {
     ];
     reply(
         &mut a,
-        rebench::proctor::app::Pending::Events("e2s6hb".into()),
+        rebench::tui::proctor::app::Pending::Events("e2s6hb".into()),
         events,
     );
     let d = a.detail.as_ref().expect("detail open");

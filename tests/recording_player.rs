@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use rebench::recording::player::{Action, PlayerOptions, PlayerState, draw};
 use rebench::recording::timeline::{
     ClockPoint, Marker, MarkerKind, ScorePoint, Span, TermEvent, TermKind, Timeline, Track,
 };
+use rebench::tui::replay::{Action, PlayerOptions, PlayerState, draw};
 
 const MIN: u64 = 60_000;
 

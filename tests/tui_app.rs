@@ -5,10 +5,10 @@ use ratatui::layout::Rect;
 
 use rebench::protocol::{Request, b64_decode};
 use rebench::session::{Event, EventKind, PauseReason};
-use rebench::tui::app::{Action, App, Effect, Overlay, Pending, ReplyError, Screen};
-use rebench::tui::config::Config;
-use rebench::tui::shell_tab::ShellTab;
-use rebench::tui::theme::Theme;
+use rebench::tui::widgets::shell_tab::ShellTab;
+use rebench::tui::widgets::theme::Theme;
+use rebench::tui::workspace::app::{Action, App, Effect, Overlay, Pending, ReplyError, Screen};
+use rebench::tui::workspace::config::Config;
 
 fn view_json(state: &str, remaining_s: f64) -> serde_json::Value {
     let budget_s = 7200.0;
@@ -345,7 +345,7 @@ fn a_tab_dropped_for_falling_behind_attaches_again_by_itself() {
 
 #[test]
 fn a_server_shutdown_is_told_apart_from_a_lost_connection() {
-    use rebench::tui::app::Exit;
+    use rebench::tui::workspace::app::Exit;
     let exits = |effects: Vec<Effect>| -> Vec<Exit> {
         effects
             .into_iter()

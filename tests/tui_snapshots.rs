@@ -7,11 +7,11 @@ use ratatui::backend::TestBackend;
 use ratatui::layout::Rect;
 
 use rebench::protocol::{FinalScore, NoteView, PauseView, ScoreView, SessionView};
-use rebench::tui::app::{App, Banner, Overlay, Screen};
-use rebench::tui::config::Config;
-use rebench::tui::shell_tab::ShellTab;
-use rebench::tui::theme::Theme;
-use rebench::tui::ui;
+use rebench::tui::widgets::shell_tab::ShellTab;
+use rebench::tui::widgets::theme::Theme;
+use rebench::tui::workspace::app::{App, Banner, Overlay, Screen};
+use rebench::tui::workspace::config::Config;
+use rebench::tui::workspace::ui;
 
 fn at(secs: i64) -> DateTime<Utc> {
     DateTime::from_timestamp(1_800_000_000 + secs, 0).unwrap()

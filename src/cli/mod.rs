@@ -173,11 +173,11 @@ pub enum Command {
     /// Export a session's recording (asciicast v2/v3) or its complete log (jsonl).
     Export(crate::recording::ExportArgs),
     /// Replay a session or a recording file (asciicast v2/v3, rebench jsonl, `script`).
-    Replay(crate::recording::ReplayArgs),
+    Replay(crate::tui::replay::ReplayArgs),
     /// The expert baseline and the agent comparison.
     Report(crate::report::ReportArgs),
     /// The proctor's live dashboard of every session.
-    Proctor(crate::proctor::ProctorArgs),
+    Proctor(crate::tui::proctor::ProctorArgs),
     /// Commands for inside a session (they use REBENCH_SOCKET, REBENCH_SESSION, REBENCH_TOKEN).
     #[command(subcommand)]
     Task(task::TaskCommand),
@@ -255,9 +255,11 @@ pub fn run(cli: Cli) -> i32 {
             fail_as(json, failure, block_on(task::run(cmd, json)))
         }
         Command::Export(args) => fail_as(json, 1, block_on(crate::recording::export(args, &paths))),
-        Command::Replay(args) => fail_as(json, 1, block_on(crate::recording::replay(args, &paths))),
+        Command::Replay(args) => fail_as(json, 1, block_on(crate::tui::replay::run(args, &paths))),
         Command::Report(args) => fail_as(json, 1, block_on(crate::report::run(args, &paths))),
-        Command::Proctor(args) => fail_as(json, 1, block_on(crate::proctor::run(args, &paths))),
+        Command::Proctor(args) => {
+            fail_as(json, 1, block_on(crate::tui::proctor::run(args, &paths)))
+        }
         other => {
             let failure = if other.runs_a_command() {
                 HARNESS_FAILED

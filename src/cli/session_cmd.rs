@@ -70,7 +70,7 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
                 return super::attach::start_and_attach(client, paths, view).await;
             }
             drop(client);
-            return crate::tui::run_workspace(paths, &view.id, true).await;
+            return crate::tui::workspace::run(paths, &view.id, true).await;
         }
         Command::Begin { session } => show(&client.call(Request::Begin { session }).await?),
         Command::Attach {
@@ -83,7 +83,7 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
                 return super::attach::attach(client, paths, &session, shell, watch).await;
             }
             drop(client);
-            return crate::tui::run_workspace(paths, &session, false).await;
+            return crate::tui::workspace::run(paths, &session, false).await;
         }
         Command::Sessions { watch: false } => {
             let views: Vec<SessionView> = client.call(Request::ListSessions).await?;

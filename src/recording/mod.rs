@@ -1,10 +1,11 @@
 //! Recordings out and in: `rebench export` writes a session as asciicast
 //! v2/v3 (one shell, markers for scores, notes, pauses...) or as rebench
 //! jsonl (everything); `rebench replay` plays a session or a file (asciicast
-//! v2/v3, rebench jsonl, util-linux `script`) in a terminal player.
+//! v2/v3, rebench jsonl, util-linux `script`) in the terminal player
+//! (`tui::replay`), which reads it through [`load`].
 //!
 //! Every source becomes a [`timeline::Timeline`]; the exporters and the
-//! player only know timelines. See docs/recording.md.
+//! player only know timelines. Nothing here draws. See docs/recording.md.
 
 pub mod asciicast_v2;
 pub mod asciicast_v3;
@@ -13,7 +14,6 @@ pub mod jsonl;
 pub mod keyframes;
 mod lines;
 pub mod markers;
-pub mod player;
 pub mod script;
 pub mod session_data;
 pub mod session_timeline;
@@ -51,24 +51,6 @@ pub struct ExportArgs {
     /// Write here instead of to stdout.
     #[arg(short = 'o', long)]
     pub output: Option<PathBuf>,
-}
-
-#[derive(clap::Args, Debug, Clone)]
-pub struct ReplayArgs {
-    /// A session id or a file (asciicast v2/v3, rebench jsonl, or a `script` typescript).
-    pub source: String,
-    /// The timing file of a `script` typescript (classic or `-m advanced`).
-    #[arg(long)]
-    pub timing: Option<PathBuf>,
-    /// The shell tab to open first.
-    #[arg(long)]
-    pub shell: Option<u32>,
-    /// Playback speed (0.25 to 64).
-    #[arg(long, default_value_t = 1.0)]
-    pub speed: f64,
-    /// Cut idle stretches to this many seconds (0: no limit). Default: the file's, else 2.
-    #[arg(long)]
-    pub idle_limit: Option<f64>,
 }
 
 /// What an export wrote, for the message on stderr.
@@ -214,18 +196,22 @@ impl Write for LineCounter<'_> {
     }
 }
 
-pub async fn replay(args: ReplayArgs, paths: &DataPaths) -> anyhow::Result<i32> {
-    let timeline = match source_file(&args.source)? {
-        Some(path) => read_file(&path, args.timing.as_deref())?,
+/// The timeline a replay source stands for: a recording file (with the
+/// timing file of a `script` typescript) or a session id read from the
+/// server. A source with nothing to play is an error.
+pub async fn load(
+    source: &str,
+    timing: Option<&Path>,
+    paths: &DataPaths,
+) -> anyhow::Result<Timeline> {
+    let timeline = match source_file(source)? {
+        Some(path) => read_file(&path, timing)?,
         None => {
-            if args.timing.is_some() {
-                bail!(
-                    "--timing goes with a typescript file, and {} is not a file",
-                    args.source
-                );
+            if timing.is_some() {
+                bail!("--timing goes with a typescript file, and {source} is not a file");
             }
             let mut client = Client::connect_admin(paths, "rebench replay").await?;
-            let rec = session_data::fetch(&mut client, &args.source, None).await?;
+            let rec = session_data::fetch(&mut client, source, None).await?;
             drop(client);
             session_timeline::build(&rec)
         }
@@ -236,17 +222,7 @@ pub async fn replay(args: ReplayArgs, paths: &DataPaths) -> anyhow::Result<i32> 
             timeline.source
         );
     }
-    let options = player::PlayerOptions {
-        speed: args.speed,
-        idle_limit_ms: match args.idle_limit {
-            Some(s) if s <= 0.0 => None,
-            Some(s) => Some((s * 1000.0) as u64),
-            None => Some(timeline.idle_limit_ms.unwrap_or(player::DEFAULT_IDLE_MS)),
-        },
-        shell: args.shell,
-    };
-    player::run(timeline, options)?;
-    Ok(0)
+    Ok(timeline)
 }
 
 /// The file a replay source names, or None for a session id.

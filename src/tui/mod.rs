@@ -1,81 +1,26 @@
-//! The expert's workspace: a full-screen terminal UI over the runner's
-//! protocol. Shells as tabs, the session clock, scores, notes, pauses.
+//! The terminal UIs and what they share. Where things go:
 //!
-//! The pieces: `app` (state, `Action`s in, `Effect`s out) with `update` and
-//! `replies` changing it; `ui` drawing it (pure); `keys` encoding input for
-//! the shell; `prefix` and `config` for workspace commands; `runtime` wiring
-//! it to the terminal and the server. See docs/tui.md.
+//! - `workspace/`: the expert's workspace (`rebench new`/`attach`).
+//! - `proctor/`: the proctor's dashboard (`rebench proctor`).
+//! - `replay/`: the recording player (`rebench replay`); it reads
+//!   timelines from `crate::recording`, which never imports from here.
+//! - `widgets/`: what more than one app draws or uses: theme, number and
+//!   time formats, the shell pane (`shell_tab`, `viewport`, `keys`), the
+//!   score chart and score lines.
+//! - `terminal`: taking the terminal over and giving it back.
+//!
+//! Each app is the same shape: `app` holds the state and the `Action`s
+//! that change it and the `Effect`s it asks for (no I/O, so every screen is
+//! built and tested without a server or terminal); `update`/`replies` are
+//! its pure transitions; `ui` draws it, a pure function of the state.
+//!
+//! Adding a screen: a variant of the app's `Screen`/`Overlay` and a draw
+//! function in its `ui/`. Adding a widget two apps use: `widgets/`. A new
+//! server request: `crate::protocol`, then a `Pending` variant in the app
+//! that sends it. See docs/architecture.md.
 
-pub mod app;
-pub use crate::settings as config;
-mod connection;
-pub mod format;
-pub mod keys;
-pub mod layout;
-pub mod prefix;
-mod replies;
-mod runtime;
-pub mod shell_tab;
+pub mod proctor;
+pub mod replay;
 pub mod terminal;
-pub mod theme;
-pub mod ui;
-mod update;
-pub mod viewport;
-
-/// Opens the expert workspace on `session` in this terminal. `fresh` = just
-/// created: show the start screen ("press Enter to start the clock");
-/// otherwise (attach) go straight to the shells. Returns the exit code.
-///
-/// The screen follows the session's state rather than `fresh` alone: a
-/// session whose clock has not started always gets the start screen (its
-/// shells would refuse input), and an ended one its summary.
-pub async fn run_workspace(
-    paths: &crate::paths::DataPaths,
-    session: &str,
-    fresh: bool,
-) -> anyhow::Result<i32> {
-    // Settings errors are reported before the terminal is taken over.
-    let config = config::load_user_config()?;
-    let (conn, server) = connection::Connection::open(paths, session).await?;
-    let theme = theme::Theme::from_env();
-    let app = app::App::new(session, &config, theme, ratatui::layout::Rect::default());
-    let _ = fresh;
-    let ending = {
-        let (_guard, terminal) = terminal::TerminalGuard::enter(config.mouse)?;
-        runtime::run(terminal, app, conn, server, paths).await
-    };
-    // The terminal is restored here (guard dropped): now it is safe to print.
-    let again = crate::command_line::rebench_command(paths, &format!("attach {session}"));
-    match ending? {
-        runtime::Ending::App(app::Exit::Detached) => {
-            println!("Detached from session {session}; it goes on and its clock keeps running.");
-            println!("Come back with: {again}");
-            Ok(0)
-        }
-        runtime::Ending::App(app::Exit::Quit) => {
-            println!("Left session {session}. {again} opens it again.");
-            Ok(0)
-        }
-        runtime::Ending::App(app::Exit::Failed(why)) => {
-            eprintln!("rebench: cannot open session {session}: {why}");
-            Ok(1)
-        }
-        runtime::Ending::App(app::Exit::ServerShutdown) => {
-            eprintln!("rebench: the server was shut down.");
-            eprintln!(
-                "Session {session} is paused (server_shutdown): its clock stopped and its shells ended; \
-                 the workspace is kept. When the server is back, {again} reopens it (resume with the prefix key, p)."
-            );
-            Ok(1)
-        }
-        runtime::Ending::App(app::Exit::Lost(why)) => {
-            eprintln!("rebench: {why}");
-            eprintln!("The session goes on on the server; {again} reconnects.");
-            Ok(1)
-        }
-        runtime::Ending::Signal(name) => {
-            eprintln!("rebench: {name}; the workspace closed. Session {session} goes on: {again}");
-            Ok(1)
-        }
-    }
-}
+pub mod widgets;
+pub mod workspace;

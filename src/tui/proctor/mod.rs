@@ -1,0 +1,97 @@
+//! The proctor's dashboard: every session live on one screen (clocks,
+//! scores, idle times, alerts), a detail view that mirrors a session's
+//! shells read-only, and the proctor's actions (pause, resume, extend,
+//! note, end, score), each recorded with a reason and the proctor's name.
+//!
+//! The pieces: `model` (what we know of each session, kept current by
+//! pushed events), `alerts` and `rows` (pure functions of the model and the
+//! time), `app` with `update`/`replies` (state, `Action`s in, `Effect`s
+//! out), `ui` (drawing, pure), `access`/`connection`/`runtime` (the admin
+//! socket and the event loop). See docs/proctor.md.
+
+pub mod access;
+pub mod alerts;
+pub mod app;
+pub mod connection;
+pub mod detail;
+pub mod dialog;
+pub mod model;
+mod replies;
+pub mod rows;
+mod runtime;
+pub mod sample;
+pub mod settings;
+pub mod ui;
+mod update;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ProctorArgs {
+    /// Alert when a running session has had no keystroke or exec for this long.
+    #[arg(long, default_value = "10m")]
+    pub idle_after: String,
+    /// Alert when a session has been paused for this long.
+    #[arg(long, default_value = "30m")]
+    pub paused_after: String,
+    /// The proctor's name, recorded with every action (default: $USER).
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+/// Opens the dashboard in this terminal; returns the exit code.
+pub async fn run(args: ProctorArgs, paths: &crate::paths::DataPaths) -> anyhow::Result<i32> {
+    // Everything that can fail is checked before the terminal is taken over.
+    let limits = settings::Thresholds::parse(&args.idle_after, &args.paused_after)
+        .map_err(anyhow::Error::msg)?;
+    let name = proctor_name(args.name.as_deref());
+    let me = format!("{name} (proctor)");
+    let client = access::connect_admin(paths, &me).await?;
+    let (conn, server) = connection::Connection::start(client);
+    let theme = crate::tui::widgets::theme::Theme::from_env();
+    let mut app = app::App::new(&me, limits, theme, chrono::Utc::now());
+    app.tz = *chrono::Local::now().offset();
+    let ending = {
+        let (_guard, terminal) = crate::tui::terminal::TerminalGuard::enter(false)?;
+        runtime::run(terminal, app, conn, server).await
+    };
+    // The terminal is restored here: now it is safe to print.
+    match ending? {
+        runtime::Ending::App(app::Exit::Quit) => Ok(0),
+        runtime::Ending::App(app::Exit::ServerShutdown) => {
+            eprintln!("rebench proctor: the server was shut down.");
+            eprintln!(
+                "Running sessions are paused (server_shutdown) and their shells ended; \
+                 run `rebench proctor` again once the server is back."
+            );
+            Ok(1)
+        }
+        runtime::Ending::App(app::Exit::Lost(why)) => {
+            eprintln!("rebench proctor: {why}");
+            eprintln!(
+                "The sessions go on on the server; run `rebench proctor` again to reconnect."
+            );
+            Ok(1)
+        }
+        runtime::Ending::Signal(name) => {
+            eprintln!("rebench proctor: {name}; the dashboard closed (the sessions go on).");
+            Ok(1)
+        }
+    }
+}
+
+/// `--name`, else the login name, else "proctor".
+fn proctor_name(flag: Option<&str>) -> String {
+    flag.map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(String::from)
+        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| "proctor".into())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_name_flag_wins_and_blank_names_do_not_count() {
+        assert_eq!(super::proctor_name(Some(" ana ")), "ana");
+        assert!(!super::proctor_name(Some("  ")).is_empty());
+    }
+}

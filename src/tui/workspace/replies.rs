@@ -1,0 +1,401 @@
+//! How the workspace follows the server: replies to its requests, shell
+//! output, and the session's events.
+
+use serde::de::DeserializeOwned;
+
+use crate::protocol::{
+    AttachMode, AttachReply, ErrorCode, Request, ScoreView, SessionView, ShellInfo,
+};
+use crate::session::{Event, EventKind, PauseReason};
+
+use super::app::{Action, App, Effect, Exit, Pending, ReplyError, Screen};
+use crate::tui::widgets::format;
+use crate::tui::widgets::shell_tab::ShellTab;
+
+impl App {
+    pub(super) fn on_server(&mut self, action: Action, effects: &mut Vec<Effect>) {
+        match action {
+            Action::Resync => {
+                effects.push(self.request(Pending::Show, |session| Request::Show { session }))
+            }
+            Action::Reply { pending, result } => match result {
+                Ok(value) => self.on_reply(pending, value, effects),
+                Err(e) => self.on_error(pending, e, effects),
+            },
+            Action::ShellOutput { shell, data } => {
+                let mut bells = 0;
+                if let Some(tab) = self.tabs.iter_mut().find(|t| t.shell == shell)
+                    && tab.gone.is_none()
+                {
+                    tab.feed(&data);
+                    bells = tab.take_bells();
+                }
+                if bells > 0 {
+                    effects.push(Effect::Bell);
+                }
+            }
+            Action::ShellExited { shell } => self.remove_tab(shell, effects),
+            Action::ShellDetached {
+                shell,
+                fell_behind: true,
+                ..
+            } => {
+                // The screen we show missed output: take the shell back,
+                // which brings its current screen.
+                self.reattach(shell, effects);
+                self.notify(
+                    "output came faster than this terminal could show it; the screen was redrawn",
+                );
+            }
+            Action::ShellDetached { shell, reason, .. } => {
+                if let Some(tab) = self.tabs.iter_mut().find(|t| t.shell == shell) {
+                    tab.gone = Some(format!(
+                        "{reason}. {} r takes it back.",
+                        self.prefix.key.label()
+                    ));
+                    tab.detach_locally();
+                }
+                self.notify_error(reason);
+            }
+            Action::SessionEvent(event) => self.on_event(*event, effects),
+            Action::ScoringStarted => {
+                if self.scoring_since_s.is_none() {
+                    self.scoring_since_s = Some(self.now_s);
+                }
+            }
+            Action::Disconnected(why) => effects.push(Effect::Exit(self.exit_for_lost(why))),
+            Action::ServerShutdown => effects.push(Effect::Exit(Exit::ServerShutdown)),
+            Action::Key(_)
+            | Action::Paste(_)
+            | Action::Mouse(_)
+            | Action::Resize(..)
+            | Action::Tick => {}
+        }
+    }
+
+    /// How to leave when the connection broke: the server says why it goes
+    /// before it goes (its shutdown pause arrives first).
+    pub fn exit_for_lost(&self, why: String) -> Exit {
+        let shut_down = self.view.as_ref().is_some_and(|v| {
+            v.pause_reason.as_deref() == Some(PauseReason::ServerShutdown.as_str())
+        });
+        if shut_down {
+            Exit::ServerShutdown
+        } else {
+            Exit::Lost(why)
+        }
+    }
+
+    fn on_reply(&mut self, pending: Pending, value: serde_json::Value, effects: &mut Vec<Effect>) {
+        match pending {
+            Pending::Show | Pending::Pause | Pending::Resume | Pending::Note => {
+                if let Some(view) = self.decode::<SessionView>(value) {
+                    if pending == Pending::Note {
+                        self.notify("note saved");
+                    }
+                    self.apply_view(view, effects);
+                }
+            }
+            Pending::Begin => {
+                if let Some(view) = self.decode::<SessionView>(value) {
+                    self.notify("the clock is running");
+                    self.apply_view(view, effects);
+                }
+            }
+            Pending::Submit => {
+                self.submitting_since_s = None;
+                if let Some(view) = self.decode::<SessionView>(value) {
+                    self.apply_view(view, effects);
+                }
+            }
+            Pending::Score => {
+                self.scoring_since_s = None;
+                if let Some(score) = self.decode::<ScoreView>(value) {
+                    let unit = self
+                        .view
+                        .as_ref()
+                        .map(|v| v.unit.clone())
+                        .unwrap_or_default();
+                    self.notify(score_summary(&score, &unit));
+                }
+                effects.push(self.request(Pending::Show, |session| Request::Show { session }));
+            }
+            Pending::Instructions => {
+                let text = value
+                    .get("instructions")
+                    .and_then(|t| t.as_str())
+                    .unwrap_or("(this environment has no instructions)");
+                self.instructions = Some(text.to_string());
+            }
+            Pending::ShellList => {
+                if let Some(shells) = self.decode::<Vec<ShellInfo>>(value) {
+                    let mut live: Vec<&ShellInfo> = shells.iter().filter(|s| s.alive).collect();
+                    live.sort_by_key(|s| s.shell);
+                    for info in live {
+                        self.add_tab(info.shell, effects);
+                    }
+                    if self.tabs.is_empty() && self.opening_shells == 0 {
+                        self.open_shell(effects);
+                    }
+                }
+            }
+            Pending::ShellOpen => {
+                self.opening_shells = self.opening_shells.saturating_sub(1);
+                if let Some(info) = self.decode::<ShellInfo>(value) {
+                    self.add_tab(info.shell, effects);
+                    self.active_tab = self.tabs.len().saturating_sub(1);
+                }
+            }
+            Pending::ShellAttach(shell) => {
+                if let Some(reply) = self.decode::<AttachReply>(value) {
+                    let screen = crate::protocol::b64_decode(&reply.screen).unwrap_or_default();
+                    if let Some(tab) = self.tabs.iter_mut().find(|t| t.shell == shell) {
+                        tab.load_screen(reply.rows, reply.cols, &screen);
+                        tab.alive = reply.alive;
+                    }
+                }
+            }
+            Pending::Subscribe
+            | Pending::ShellInput(_)
+            | Pending::ShellResize(_)
+            | Pending::ShellClose(_) => {}
+        }
+    }
+
+    fn on_error(&mut self, pending: Pending, e: ReplyError, effects: &mut Vec<Effect>) {
+        match pending {
+            Pending::Score => {
+                self.scoring_since_s = None;
+                self.notify_error(format!("score: {}", e.message));
+            }
+            Pending::Submit => {
+                self.submitting_since_s = None;
+                self.notify_error(format!("submit: {}", e.message));
+                effects.push(self.request(Pending::Show, |session| Request::Show { session }));
+            }
+            Pending::Begin => {
+                self.begin_sent = false;
+                self.notify_error(format!("cannot start the clock: {}", e.message));
+                effects.push(self.request(Pending::Show, |session| Request::Show { session }));
+            }
+            Pending::ShellOpen => {
+                self.opening_shells = self.opening_shells.saturating_sub(1);
+                self.notify_error(format!("cannot open a shell: {}", e.message));
+            }
+            Pending::ShellAttach(shell) => {
+                self.notify_error(format!("cannot attach shell {shell}: {}", e.message));
+                self.tabs.retain(|t| t.shell != shell);
+                self.clamp_active_tab();
+            }
+            Pending::Instructions => {
+                self.instructions =
+                    Some(format!("(the instructions cannot be read: {})", e.message));
+            }
+            // The server drops a driver that falls behind: attach again (the
+            // reply redraws the screen), unless another client took over.
+            Pending::ShellInput(shell) | Pending::ShellResize(shell)
+                if e.code == Some(ErrorCode::Forbidden) =>
+            {
+                self.reattach(shell, effects);
+            }
+            // Typing while the clock stops (a race with a pause): say it once, politely.
+            Pending::ShellInput(_) => self.notify(format!("not sent: {}", e.message)),
+            Pending::Show if self.view.is_none() => {
+                effects.push(Effect::Exit(Exit::Failed(e.message)));
+            }
+            _ => self.notify_error(e.message),
+        }
+    }
+
+    fn decode<T: DeserializeOwned>(&mut self, value: serde_json::Value) -> Option<T> {
+        match serde_json::from_value(value) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.notify_error(format!("unexpected reply from the server: {e}"));
+                None
+            }
+        }
+    }
+
+    /// Takes a fresh view: the clock re-syncs, and the screen follows the state.
+    pub fn apply_view(&mut self, mut view: SessionView, effects: &mut Vec<Effect>) {
+        let first = self.view.is_none();
+        if view.scores.is_none() {
+            // Some replies leave the score log out: keep ours, and fetch it anew.
+            view.scores = self.view.as_mut().and_then(|v| v.scores.take());
+            effects.push(self.request(Pending::Show, |session| Request::Show { session }));
+        }
+        if let Some(since) = view.scoring_since {
+            // A run already going when we attached: show it with its age.
+            let age_s = (chrono::Utc::now() - since).num_milliseconds().max(0) as f64 / 1000.0;
+            self.scoring_since_s.get_or_insert(self.now_s - age_s);
+        }
+        self.view = Some(view);
+        self.synced_at_s = self.now_s;
+        if first {
+            // Thresholds already passed do not warn again on attach.
+            let remaining = self.remaining_s();
+            self.armed_warnings = super::app::WARNING_THRESHOLDS
+                .into_iter()
+                .filter(|t| remaining > *t as f64)
+                .collect();
+        } else {
+            self.check_warnings(effects);
+        }
+        let target = match self.state() {
+            "created" => Screen::Start,
+            "ended" => Screen::Summary,
+            _ => Screen::Workspace,
+        };
+        if target != self.screen {
+            if target == Screen::Workspace && self.tabs.is_empty() {
+                effects.push(
+                    self.request(Pending::ShellList, |session| Request::ShellList { session }),
+                );
+            }
+            if target == Screen::Summary {
+                self.scroll_mode = false;
+                self.prefix.disarm();
+                self.overlay = None;
+            }
+            self.screen = target;
+        }
+    }
+
+    fn add_tab(&mut self, shell: u32, effects: &mut Vec<Effect>) {
+        if self.tabs.iter().any(|t| t.shell == shell) {
+            return;
+        }
+        let pane = self.areas().pane;
+        self.tabs
+            .push(ShellTab::new(shell, pane.height, pane.width));
+        effects.push(self.request(Pending::ShellAttach(shell), |session| {
+            Request::ShellAttach {
+                session,
+                shell,
+                mode: AttachMode::Driver,
+            }
+        }));
+    }
+
+    /// Attaches a tab's shell again, as its driver.
+    pub fn reattach(&mut self, shell: u32, effects: &mut Vec<Effect>) {
+        let Some(tab) = self.tabs.iter_mut().find(|t| t.shell == shell) else {
+            return;
+        };
+        if !tab.attached && tab.gone.is_none() {
+            return; // a reattach is already on its way
+        }
+        tab.gone = None;
+        tab.detach_locally();
+        effects.push(self.request(Pending::ShellAttach(shell), |session| {
+            Request::ShellAttach {
+                session,
+                shell,
+                mode: AttachMode::Driver,
+            }
+        }));
+    }
+
+    fn remove_tab(&mut self, shell: u32, effects: &mut Vec<Effect>) {
+        let Some(index) = self.tabs.iter().position(|t| t.shell == shell) else {
+            return;
+        };
+        self.tabs.remove(index);
+        if index < self.active_tab {
+            self.active_tab -= 1;
+        }
+        self.clamp_active_tab();
+        self.scroll_mode = false;
+        if self.tabs.is_empty() && self.screen == Screen::Workspace && !self.ended() {
+            // Never leave the expert without a shell.
+            self.notify("the last shell exited; opened a new one");
+            if self.opening_shells == 0 {
+                self.open_shell(effects);
+            }
+        } else if !self.ended() {
+            self.notify("a shell exited; its tab is closed");
+        }
+    }
+
+    fn clamp_active_tab(&mut self) {
+        if self.active_tab >= self.tabs.len() {
+            self.active_tab = self.tabs.len().saturating_sub(1);
+        }
+    }
+
+    fn on_event(&mut self, event: Event, effects: &mut Vec<Effect>) {
+        let refresh = match &event.kind {
+            EventKind::Warning { threshold_s, .. } => {
+                // The server's warning; ours may have fired already.
+                if self.armed_warnings.remove(threshold_s) {
+                    self.warn(*threshold_s, effects);
+                }
+                true
+            }
+            EventKind::Paused { reason, .. } => {
+                if let Some(v) = &mut self.view {
+                    v.state = "paused".into();
+                    v.pause_reason = Some(reason.to_string());
+                    v.active_s = event.active_ms as f64 / 1000.0;
+                    v.remaining_s = (v.budget_s - v.active_s).max(0.0);
+                }
+                self.synced_at_s = self.now_s;
+                true
+            }
+            EventKind::Resumed { .. } => {
+                if let Some(v) = &mut self.view
+                    && v.state == "paused"
+                {
+                    v.state = "running".into();
+                    v.pause_reason = None;
+                }
+                self.synced_at_s = self.now_s;
+                true
+            }
+            EventKind::Ended { .. } => {
+                // Input stops at once; the summary fills in with the next view.
+                if let Some(v) = &mut self.view {
+                    v.state = "ended".into();
+                }
+                true
+            }
+            EventKind::Scored { .. } => {
+                // Ends the indicator for runs we did not ask for (typed `score`).
+                self.scoring_since_s = None;
+                true
+            }
+            // A note by someone else (a proctor's message) is shown, with
+            // the bell: the participant may be looking at the shell.
+            EventKind::Note { text, by } => {
+                let mine = self.view.as_ref().is_some_and(|v| v.participant == *by);
+                if !mine && by != crate::session::SYSTEM {
+                    self.notify(format!("message from {by}: {text}"));
+                    effects.push(Effect::Bell);
+                }
+                true
+            }
+            EventKind::Started { .. } | EventKind::Extended { .. } => true,
+            _ => false,
+        };
+        if refresh {
+            effects.push(self.request(Pending::Show, |session| Request::Show { session }));
+        }
+    }
+}
+
+/// One line about a finished score, for the footer.
+pub fn score_summary(score: &ScoreView, unit: &str) -> String {
+    if score.hidden {
+        return "score recorded (hidden)".into();
+    }
+    match (score.valid, score.raw, score.normalized) {
+        (Some(true), Some(raw), Some(n)) => format!(
+            "score: {} (normalized {})",
+            format::raw(raw, unit),
+            format::normalized(n)
+        ),
+        (Some(false), ..) => format!("invalid score: {}", score.message),
+        _ => format!("score: {}", score.message),
+    }
+}

@@ -1,0 +1,146 @@
+//! The shell pane (the active tab's screen) and the tab bar above it.
+
+use ratatui::Frame;
+use ratatui::layout::{Position, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
+use tui_term::widget::{Cursor, PseudoTerminal};
+
+use crate::session::PauseReason;
+use crate::tui::workspace::app::App;
+
+pub fn draw_tabs(app: &App, frame: &mut Frame, area: Rect) {
+    let theme = &app.theme;
+    let mut spans = Vec::new();
+    for (i, tab) in app.tabs.iter().enumerate() {
+        let label = format!(" {}:{} ", i + 1, tab.label());
+        let style = if i == app.active_tab {
+            theme.prefix_badge()
+        } else {
+            theme.dim()
+        };
+        spans.push(Span::styled(label, style));
+        spans.push(Span::raw(" "));
+    }
+    if app.tabs.is_empty() {
+        spans.push(Span::styled(" opening a shell… ", theme.dim()));
+    }
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+    if let Some(tab) = app.active_tab()
+        && (app.scroll_mode || tab.scrolled() > 0)
+    {
+        let text = format!(
+            " SCROLLBACK ↑{}  PgUp/PgDn ↑/↓ g/G · Esc leaves ",
+            tab.scrolled()
+        );
+        frame.render_widget(
+            Paragraph::new(Line::styled(text, theme.prefix_badge())).right_aligned(),
+            area,
+        );
+    }
+}
+
+pub fn draw_pane(app: &App, frame: &mut Frame, area: Rect) {
+    let theme = &app.theme;
+    let Some(tab) = app.active_tab() else {
+        frame.render_widget(
+            Paragraph::new(Line::styled("opening a shell…", theme.dim())),
+            area,
+        );
+        return;
+    };
+    if !tab.attached {
+        let text = tab.gone.clone().unwrap_or_else(|| "attaching…".into());
+        frame.render_widget(Paragraph::new(Line::styled(text, theme.dim())), area);
+        return;
+    }
+    let mut cursor = Cursor::default();
+    cursor.hide();
+    frame.render_widget(
+        PseudoTerminal::new(tab.parser.screen()).cursor(cursor),
+        area,
+    );
+
+    let screen = tab.parser.screen();
+    let live = tab.scrolled() == 0 && !app.scroll_mode;
+    if app.running() && live && !screen.hide_cursor() && app.overlay.is_none() {
+        let (row, col) = screen.cursor_position();
+        if row < area.height && col < area.width {
+            frame.set_cursor_position(Position::new(area.x + col, area.y + row));
+        }
+    }
+    if app.state() == "paused" {
+        dim(app, frame, area);
+        draw_paused_notice(app, frame, area);
+    }
+}
+
+/// Greys out the shell while the clock is stopped.
+fn dim(app: &App, frame: &mut Frame, area: Rect) {
+    let buf = frame.buffer_mut();
+    for y in area.top()..area.bottom() {
+        for x in area.left()..area.right() {
+            if let Some(cell) = buf.cell_mut(Position::new(x, y)) {
+                if app.theme.color {
+                    cell.set_style(Style::default().fg(Color::DarkGray).bg(Color::Reset));
+                }
+                cell.modifier.insert(Modifier::DIM);
+            }
+        }
+    }
+}
+
+fn draw_paused_notice(app: &App, frame: &mut Frame, area: Rect) {
+    let theme = &app.theme;
+    let reason = app
+        .view
+        .as_ref()
+        .and_then(|v| v.pause_reason.clone())
+        .unwrap_or_default();
+    let prefix = app.prefix.key.label();
+    let mine = reason
+        .parse::<PauseReason>()
+        .map(|r| r.participant_may_resume())
+        .unwrap_or(true);
+    let how = if mine {
+        format!("Press {prefix} p to resume.")
+    } else if reason == "scoring" {
+        "A final score is being taken.".to_string()
+    } else {
+        "The proctor paused this session and will resume it.".to_string()
+    };
+    let mut lines = vec![
+        Line::styled(
+            format!("PAUSED ({})", reason.replace('_', " ")),
+            theme.title(),
+        ),
+        Line::raw(""),
+        Line::raw("The clock is stopped and your processes are frozen;"),
+        Line::raw("keys are not sent to the shell."),
+        Line::raw(""),
+        Line::styled(how, theme.key()),
+    ];
+    // Someone else's pause says why, in their words.
+    let note = app.open_pause_note().filter(|_| !mine);
+    let mut height = 8;
+    if let Some(note) = note {
+        lines.push(Line::raw(""));
+        lines.push(Line::raw(format!("“{note}”")));
+        // The note wraps at the box's inner width (52).
+        height += 1 + (note.chars().count() as u16 + 2).div_ceil(52).min(6);
+    }
+    let rect = crate::tui::widgets::overlay::centered(area, 56, height);
+    frame.render_widget(Clear, rect);
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .centered()
+            .block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .border_style(theme.focus_border()),
+            ),
+        rect,
+    );
+}
