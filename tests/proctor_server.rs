@@ -16,11 +16,12 @@ use common::{TestServer, fixture_env};
 use rebench::client::Client;
 use rebench::protocol::{AttachMode, ErrorCode, Request, SessionView, ShellInfo, b64_encode};
 use rebench::session::{Event, EventKind, Kind, PauseReason};
+use rebench::tui::connection::{Connection, Incoming};
 use rebench::tui::proctor::access;
-use rebench::tui::proctor::app::{Action, App, Effect};
-use rebench::tui::proctor::connection::{Connection, Incoming};
+use rebench::tui::proctor::app::{Action, App, Effect, Pending};
 use rebench::tui::proctor::settings::Thresholds;
 use rebench::tui::proctor::ui;
+use rebench::tui::runtime::ClientApp;
 use rebench::tui::widgets::theme::Theme;
 
 const ME: &str = "ana (proctor)";
@@ -29,7 +30,7 @@ const ME: &str = "ana (proctor)";
 /// come back as actions.
 struct Proctor {
     app: App,
-    conn: Connection,
+    conn: Connection<Pending>,
     lines: mpsc::Receiver<Incoming>,
     /// Every request the dashboard sent.
     sent: Vec<Request>,
@@ -93,7 +94,7 @@ impl Proctor {
             assert!(!left.is_zero(), "timed out waiting for {what}");
             match tokio::time::timeout(left, self.lines.recv()).await {
                 Ok(Some(line)) => {
-                    if let Some(action) = self.conn.route(line) {
+                    if let Some(action) = self.conn.route(line).and_then(App::server_action) {
                         self.act(action).await;
                     }
                 }

@@ -7,6 +7,9 @@
 //! - `widgets/`: what more than one app draws or uses: theme, number and
 //!   time formats, the shell pane (`shell_tab`, `viewport`, `keys`), the
 //!   score chart and score lines.
+//! - `runtime` and `connection`: the one event loop and server connection
+//!   under the workspace and the proctor (the replay player has no server
+//!   and keeps its own small loop).
 //! - `terminal`: taking the terminal over and giving it back.
 //!
 //! Each app is the same shape: `app` holds the state and the `Action`s
@@ -19,8 +22,10 @@
 //! server request: `crate::protocol`, then a `Pending` variant in the app
 //! that sends it. See docs/architecture.md.
 
+pub mod connection;
 pub mod proctor;
 pub mod replay;
+pub mod runtime;
 pub mod terminal;
 pub mod widgets;
 pub mod workspace;

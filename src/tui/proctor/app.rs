@@ -14,7 +14,7 @@ use super::dialog::{ActionKind, Dialog};
 use super::model::Fleet;
 use super::rows::{self, Row, View};
 use super::settings::Thresholds;
-use crate::protocol::{ErrorCode, Push, Request};
+use crate::protocol::{Push, Request};
 use crate::tui::widgets::theme::Theme;
 
 /// How long a message stays in the footer (seconds).
@@ -60,11 +60,7 @@ pub enum Pending {
     ReasonNote(String),
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub enum Effect {
-    Send(Pending, Request),
-    Exit(Exit),
-}
+pub type Effect = crate::tui::runtime::Effect<Pending, Exit>;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Exit {
@@ -74,11 +70,7 @@ pub enum Exit {
     ServerShutdown,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReplyError {
-    pub code: Option<ErrorCode>,
-    pub message: String,
-}
+pub use crate::tui::connection::ReplyError;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {

@@ -6,23 +6,24 @@
 //! The pieces: `model` (what we know of each session, kept current by
 //! pushed events), `alerts` and `rows` (pure functions of the model and the
 //! time), `app` with `update`/`replies` (state, `Action`s in, `Effect`s
-//! out), `ui` (drawing, pure), `access`/`connection`/`runtime` (the admin
-//! socket and the event loop). See docs/proctor.md.
+//! out), `ui` (drawing, pure), `access` (the admin socket) and
+//! `event_loop` (its place in the shared `tui::runtime`). See docs/proctor.md.
 
 pub mod access;
 pub mod alerts;
 pub mod app;
-pub mod connection;
 pub mod detail;
 pub mod dialog;
+mod event_loop;
 pub mod model;
 mod replies;
 pub mod rows;
-mod runtime;
 pub mod sample;
 pub mod settings;
 pub mod ui;
 mod update;
+
+use crate::tui::runtime;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ProctorArgs {
@@ -45,13 +46,18 @@ pub async fn run(args: ProctorArgs, paths: &crate::paths::DataPaths) -> anyhow::
     let name = proctor_name(args.name.as_deref());
     let me = format!("{name} (proctor)");
     let client = access::connect_admin(paths, &me).await?;
-    let (conn, server) = connection::Connection::start(client);
     let theme = crate::tui::widgets::theme::Theme::from_env();
     let mut app = app::App::new(&me, limits, theme, chrono::Utc::now());
     app.tz = *chrono::Local::now().offset();
     let ending = {
         let (_guard, terminal) = crate::tui::terminal::TerminalGuard::enter(false)?;
-        runtime::run(terminal, app, conn, server).await
+        // The dashboard leaves when the server goes (see `App::leaving`).
+        let reopen = async || {
+            access::connect_admin(paths, &me)
+                .await
+                .map_err(anyhow::Error::from)
+        };
+        runtime::run(terminal, app, client, reopen).await
     };
     // The terminal is restored here: now it is safe to print.
     match ending? {

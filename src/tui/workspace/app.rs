@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use ratatui::crossterm::event::{KeyEvent, MouseEvent};
 use ratatui::layout::Rect;
 
-use crate::protocol::{ErrorCode, Request, SessionView};
+use crate::protocol::{Request, SessionView};
 use crate::session::Event;
 
 use super::config::Config;
@@ -77,13 +77,7 @@ pub enum Pending {
     ShellClose(u32),
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub enum Effect {
-    Send(Pending, Request),
-    /// Ring the real terminal's bell.
-    Bell,
-    Exit(Exit),
-}
+pub type Effect = crate::tui::runtime::Effect<Pending, Exit>;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Exit {
@@ -100,11 +94,7 @@ pub enum Exit {
     Failed(String),
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReplyError {
-    pub code: Option<ErrorCode>,
-    pub message: String,
-}
+pub use crate::tui::connection::ReplyError;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {

@@ -9,13 +9,14 @@
 pub mod app;
 pub use crate::settings as config;
 mod connection;
+mod event_loop;
 pub mod layout;
 pub mod prefix;
 mod replies;
-mod runtime;
 pub mod ui;
 mod update;
 
+use crate::tui::runtime;
 use crate::tui::{terminal, widgets::theme};
 
 /// Opens the expert workspace on `session` in this terminal. `fresh` = just
@@ -32,13 +33,14 @@ pub async fn run(
 ) -> anyhow::Result<i32> {
     // Settings errors are reported before the terminal is taken over.
     let config = config::load_user_config()?;
-    let (conn, server) = connection::Connection::open(paths, session).await?;
+    let client = connection::open(paths, session).await?;
     let theme = theme::Theme::from_env();
     let app = app::App::new(session, &config, theme, ratatui::layout::Rect::default());
     let _ = fresh;
     let ending = {
         let (_guard, terminal) = terminal::TerminalGuard::enter(config.mouse)?;
-        runtime::run(terminal, app, conn, server, paths).await
+        let reopen = async || connection::reopen(paths, session).await;
+        runtime::run(terminal, app, client, reopen).await
     };
     // The terminal is restored here (guard dropped): now it is safe to print.
     let again = crate::command_line::rebench_command(paths, &format!("attach {session}"));

@@ -1,14 +1,13 @@
-//! The dashboard's admin connection, full duplex: requests go out as the
-//! app asks; server lines come back on a channel and are routed to what
-//! asked for them.
+//! A UI's connection to the runner, full duplex: requests go out as the app
+//! asks, each remembered with what it was for (the app's `Pending`); server
+//! lines come back on a channel and are routed to what asked for them.
 
 use std::collections::HashMap;
 
 use tokio::sync::mpsc;
 
-use super::app::{Action, Pending, ReplyError};
 use crate::client::{Client, ClientError, ClientWriter};
-use crate::protocol::{Request, ServerLine};
+use crate::protocol::{ErrorCode, Push, Request, ServerLine};
 
 /// What the reader task hands the event loop.
 pub enum Incoming {
@@ -16,14 +15,34 @@ pub enum Incoming {
     Closed(String),
 }
 
-pub struct Connection {
-    writer: ClientWriter,
-    pending: HashMap<u64, Pending>,
+/// A request the server refused.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplyError {
+    pub code: Option<ErrorCode>,
+    pub message: String,
 }
 
-impl Connection {
+/// A server line, matched with what asked for it.
+#[derive(Debug)]
+pub enum Routed<P> {
+    Reply {
+        pending: P,
+        result: Result<serde_json::Value, ReplyError>,
+    },
+    /// An error for no request in particular.
+    Stray(ReplyError),
+    Push(Push),
+    Closed(String),
+}
+
+pub struct Connection<P> {
+    writer: ClientWriter,
+    pending: HashMap<u64, P>,
+}
+
+impl<P> Connection<P> {
     /// Splits the client; server lines arrive on the returned channel.
-    pub fn start(client: Client) -> (Connection, mpsc::Receiver<Incoming>) {
+    pub fn start(client: Client) -> (Connection<P>, mpsc::Receiver<Incoming>) {
         let (mut reader, writer) = client.into_parts();
         let (tx, rx) = mpsc::channel(8192);
         tokio::spawn(async move {
@@ -52,38 +71,37 @@ impl Connection {
         )
     }
 
-    pub async fn send(&mut self, pending: Pending, request: Request) -> anyhow::Result<()> {
+    pub async fn send(&mut self, pending: P, request: Request) -> anyhow::Result<()> {
         let id = self.writer.send(request).await?;
         self.pending.insert(id, pending);
         Ok(())
     }
 
-    /// The action a server line stands for (None: nothing to do).
-    pub fn route(&mut self, incoming: Incoming) -> Option<Action> {
+    /// What a server line is (None: a reply nobody waits for).
+    pub fn route(&mut self, incoming: Incoming) -> Option<Routed<P>> {
         let line = match incoming {
             Incoming::Line(line) => line,
-            Incoming::Closed(why) => return Some(Action::Disconnected(why)),
+            Incoming::Closed(why) => return Some(Routed::Closed(why)),
         };
-        match line {
-            ServerLine::Response { id, result } => Some(Action::Reply {
+        Some(match line {
+            ServerLine::Response { id, result } => Routed::Reply {
                 pending: self.pending.remove(&id)?,
                 result: Ok(result),
-            }),
+            },
             ServerLine::Error { id, code, message } => {
                 let error = ReplyError {
                     code: Some(code),
                     message,
                 };
-                // An error for no request in particular is shown like a failed listing.
-                let pending = id
-                    .and_then(|id| self.pending.remove(&id))
-                    .unwrap_or(Pending::List);
-                Some(Action::Reply {
-                    pending,
-                    result: Err(error),
-                })
+                match id.and_then(|id| self.pending.remove(&id)) {
+                    Some(pending) => Routed::Reply {
+                        pending,
+                        result: Err(error),
+                    },
+                    None => Routed::Stray(error),
+                }
             }
-            ServerLine::Event { event } => Some(Action::Push(Box::new(event))),
-        }
+            ServerLine::Event { event } => Routed::Push(event),
+        })
     }
 }

@@ -1,0 +1,247 @@
+//! The one event loop under every connected UI (workspace, proctor):
+//! terminal events and server lines become the app's actions, its effects
+//! become requests, a bell or an exit, and the screen is drawn only when
+//! something changed, at most once per frame gap. A lost server is the
+//! app's to handle: it may leave, or wait and be reconnected here.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use ratatui::crossterm::event::Event;
+use ratatui::layout::Rect;
+use ratatui::{DefaultTerminal, Frame};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::time::{MissedTickBehavior, interval, sleep_until};
+
+use super::connection::{Connection, Incoming, Routed};
+use super::terminal::{self, drain_queued};
+use crate::client::Client;
+use crate::protocol::Request;
+
+/// The shortest time between two frames (~60 fps).
+pub const FRAME_GAP: Duration = Duration::from_millis(16);
+
+/// What an app asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect<P, X> {
+    Send(P, Request),
+    /// Ring the real terminal's bell.
+    Bell,
+    Exit(X),
+}
+
+/// The time as the loop hands it to the app: seconds since the UI
+/// started (monotonic) and the wall clock.
+#[derive(Debug, Clone, Copy)]
+pub struct Now {
+    pub since_start_s: f64,
+    pub wall: DateTime<Utc>,
+}
+
+/// A UI the loop can run: state in, effects out, drawn by a pure function.
+pub trait ClientApp {
+    type Action;
+    /// What a request was for, so its reply can be routed.
+    type Pending;
+    type Exit;
+
+    /// How often time alone moves the screen.
+    const TICK: Duration;
+    /// How often everything is read again from the server.
+    const RESYNC: Duration;
+    /// Lines taken from a queue before looking at the other queues again.
+    const BATCH: usize;
+
+    fn set_area(&mut self, area: Rect);
+    fn set_now(&mut self, now: Now);
+    /// The first requests.
+    fn start(&mut self) -> Vec<Effect<Self::Pending, Self::Exit>>;
+    fn update(&mut self, action: Self::Action) -> Vec<Effect<Self::Pending, Self::Exit>>;
+
+    fn terminal_action(event: Event) -> Option<Self::Action>;
+    fn server_action(routed: Routed<Self::Pending>) -> Option<Self::Action>;
+    fn tick_action() -> Self::Action;
+    fn resync_action() -> Self::Action;
+    /// Whether the user did this (the next frame comes sooner).
+    fn is_input(action: &Self::Action) -> bool;
+    /// The exit for a connection that broke (sending failed, or the
+    /// terminal closed).
+    fn lost(why: String) -> Self::Exit;
+
+    /// The wait between frames: after input, or after server events alone.
+    fn frame_gap(&self, after_input: bool) -> Duration {
+        let _ = after_input;
+        FRAME_GAP
+    }
+    /// Whether a frame is wanted (the loop wakes for it).
+    fn wants_frame(&self) -> bool;
+    /// Whether, after `before_frame`, the screen must be drawn again.
+    fn needs_draw(&self) -> bool;
+    /// Work put off until a frame is due (e.g. recomputing rows).
+    fn before_frame(&mut self) -> Vec<Effect<Self::Pending, Self::Exit>> {
+        Vec::new()
+    }
+    fn draw(&self, frame: &mut Frame);
+    fn drawn(&mut self);
+
+    /// The app's answer to an exit: `Some` leaves, `None` stays (waiting
+    /// for the server to come back: then `reconnect_at` says when to try).
+    fn leaving(&mut self, exit: Self::Exit) -> Option<Self::Exit> {
+        Some(exit)
+    }
+    /// When to try to reconnect, in seconds since start (None: connected).
+    fn reconnect_at(&self) -> Option<f64> {
+        None
+    }
+    fn reconnected(&mut self) -> Vec<Effect<Self::Pending, Self::Exit>> {
+        Vec::new()
+    }
+    fn reconnect_failed(&mut self, why: String) {
+        let _ = why;
+    }
+}
+
+/// Why the loop ended.
+pub enum Ending<X> {
+    App(X),
+    Signal(&'static str),
+}
+
+/// Runs `app` on `terminal` over `client` until it exits or a signal
+/// ends it. `reopen` makes a new client after the server was lost (it must
+/// never start a server: the operator decides when it comes back).
+pub async fn run<A: ClientApp>(
+    mut terminal: DefaultTerminal,
+    mut app: A,
+    client: Client,
+    mut reopen: impl AsyncFnMut() -> anyhow::Result<Client>,
+) -> anyhow::Result<Ending<A::Exit>> {
+    let started = Instant::now();
+    let now = move || Now {
+        since_start_s: started.elapsed().as_secs_f64(),
+        wall: Utc::now(),
+    };
+    let (mut conn, mut server) = Connection::<A::Pending>::start(client);
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut keys = terminal::spawn_event_reader(stop.clone());
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sighup = signal(SignalKind::hangup())?;
+    let mut tick = interval(A::TICK);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    let mut resync = interval(A::RESYNC);
+    resync.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    resync.tick().await;
+
+    let size = terminal.size()?;
+    app.set_area(Rect::new(0, 0, size.width, size.height));
+    app.set_now(now());
+    let first = app.start();
+    if let Some(exit) = perform::<A>(&mut conn, first).await? {
+        stop.store(true, Ordering::Relaxed);
+        return Ok(Ending::App(exit));
+    }
+    let mut last_draw: Option<Instant> = None;
+    // Whether the user did something since the last frame (answer fast).
+    let mut after_input = false;
+    let ending = loop {
+        let gap = app.frame_gap(after_input);
+        let next_frame = last_draw.map(|t| t + gap).unwrap_or_else(Instant::now);
+        let reconnect_at = app.reconnect_at();
+        let mut actions: Vec<A::Action> = Vec::new();
+        tokio::select! {
+            ev = keys.recv() => match ev {
+                Some(ev) => {
+                    actions.extend(A::terminal_action(ev));
+                    drain_queued(&mut keys, &mut actions, A::BATCH, A::terminal_action);
+                }
+                None => break Ending::App(A::lost("the terminal closed".into())),
+            },
+            line = server.recv(), if reconnect_at.is_none() => {
+                let line = line.unwrap_or_else(|| Incoming::Closed("the server closed the connection".into()));
+                actions.extend(conn.route(line).and_then(A::server_action));
+                // A burst (an output flood, 200 agents) becomes one frame.
+                drain_queued(&mut server, &mut actions, A::BATCH, |line| {
+                    conn.route(line).and_then(A::server_action)
+                });
+            },
+            _ = sleep_until(at(started, reconnect_at)), if reconnect_at.is_some() => {
+                app.set_now(now());
+                match reopen().await {
+                    Ok(client) => {
+                        (conn, server) = Connection::start(client);
+                        let effects = app.reconnected();
+                        if let Some(e) = perform::<A>(&mut conn, effects).await?
+                            && let Some(e) = app.leaving(e)
+                        {
+                            break Ending::App(e);
+                        }
+                    }
+                    Err(e) => app.reconnect_failed(format!("{e:#}")),
+                }
+            },
+            _ = tick.tick() => actions.push(A::tick_action()),
+            _ = resync.tick() => actions.push(A::resync_action()),
+            _ = sleep_until(next_frame.into()), if app.wants_frame() => {}
+            _ = sigterm.recv() => break Ending::Signal("SIGTERM"),
+            _ = sighup.recv() => break Ending::Signal("SIGHUP"),
+        }
+        after_input |= actions.iter().any(A::is_input);
+        let mut exit = None;
+        for action in actions {
+            app.set_now(now());
+            let effects = app.update(action);
+            // Keystrokes go out now, not at the next frame.
+            if let Some(e) = perform::<A>(&mut conn, effects).await? {
+                exit = Some(e);
+                break;
+            }
+        }
+        if let Some(e) = exit.and_then(|e| app.leaving(e)) {
+            break Ending::App(e);
+        }
+        let due = last_draw.is_none_or(|t| t.elapsed() >= app.frame_gap(after_input));
+        if due && app.wants_frame() {
+            app.set_now(now());
+            let effects = app.before_frame();
+            if let Some(e) = perform::<A>(&mut conn, effects).await?
+                && let Some(e) = app.leaving(e)
+            {
+                break Ending::App(e);
+            }
+            if app.needs_draw() {
+                terminal.draw(|frame| app.draw(frame))?;
+                app.drawn();
+                after_input = false;
+                last_draw = Some(Instant::now());
+            }
+        }
+    };
+    stop.store(true, Ordering::Relaxed);
+    Ok(ending)
+}
+
+/// `at_s` seconds after `started`, as a tokio instant.
+fn at(started: Instant, at_s: Option<f64>) -> tokio::time::Instant {
+    (started + Duration::from_secs_f64(at_s.unwrap_or(0.0).max(0.0))).into()
+}
+
+/// Carries out effects; returns an exit if one was asked for.
+async fn perform<A: ClientApp>(
+    conn: &mut Connection<A::Pending>,
+    effects: Vec<Effect<A::Pending, A::Exit>>,
+) -> anyhow::Result<Option<A::Exit>> {
+    for effect in effects {
+        match effect {
+            Effect::Send(pending, request) => {
+                if let Err(e) = conn.send(pending, request).await {
+                    return Ok(Some(A::lost(e.to_string())));
+                }
+            }
+            Effect::Bell => terminal::bell(),
+            Effect::Exit(exit) => return Ok(Some(exit)),
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,146 @@
+//! How the workspace plugs into the shared event loop (`tui::runtime`):
+//! which terminal events and server lines are its actions, its pacing, and
+//! waiting for a lost server instead of leaving.
+
+use std::time::Duration;
+
+use ratatui::Frame;
+use ratatui::crossterm::event::Event;
+use ratatui::layout::Rect;
+
+use super::app::{Action, App, Effect, Exit, Pending};
+use crate::protocol::{Push, b64_decode};
+use crate::tui::connection::Routed;
+use crate::tui::runtime::{ClientApp, Now};
+
+impl ClientApp for App {
+    type Action = Action;
+    type Pending = Pending;
+    type Exit = Exit;
+
+    const TICK: Duration = Duration::from_millis(250);
+    const RESYNC: Duration = Duration::from_secs(10);
+    const BATCH: usize = 512;
+
+    fn set_area(&mut self, area: Rect) {
+        self.area = area;
+    }
+
+    fn set_now(&mut self, now: Now) {
+        self.now_s = now.since_start_s;
+    }
+
+    fn start(&mut self) -> Vec<Effect> {
+        App::start(self)
+    }
+
+    fn update(&mut self, action: Action) -> Vec<Effect> {
+        App::update(self, action)
+    }
+
+    fn terminal_action(event: Event) -> Option<Action> {
+        match event {
+            Event::Key(key) => Some(Action::Key(key)),
+            Event::Paste(text) => Some(Action::Paste(text)),
+            Event::Mouse(mouse) => Some(Action::Mouse(mouse)),
+            Event::Resize(cols, rows) => Some(Action::Resize(cols, rows)),
+            Event::FocusGained | Event::FocusLost => None,
+        }
+    }
+
+    fn server_action(routed: Routed<Pending>) -> Option<Action> {
+        Some(match routed {
+            Routed::Reply { pending, result } => Action::Reply { pending, result },
+            // An error for no request in particular: show it.
+            Routed::Stray(error) => Action::Reply {
+                pending: Pending::Subscribe,
+                result: Err(error),
+            },
+            Routed::Closed(why) => Action::Disconnected(why),
+            Routed::Push(push) => match push {
+                Push::ShellOutput { shell, data, .. } => Action::ShellOutput {
+                    shell,
+                    data: b64_decode(&data).ok()?,
+                },
+                Push::ShellExited { shell, .. } => Action::ShellExited { shell },
+                Push::ShellDetached {
+                    shell,
+                    reason,
+                    fell_behind,
+                    ..
+                } => Action::ShellDetached {
+                    shell,
+                    reason,
+                    fell_behind,
+                },
+                Push::SessionEvent { event, .. } => Action::SessionEvent(Box::new(event)),
+                Push::ScoringStarted { .. } => Action::ScoringStarted,
+                // Events were dropped on the way: re-read the session.
+                Push::EventsSkipped { .. } => Action::Resync,
+                Push::ServerShutdown { .. } => Action::ServerShutdown,
+            },
+        })
+    }
+
+    fn tick_action() -> Action {
+        Action::Tick
+    }
+
+    fn resync_action() -> Action {
+        Action::Resync
+    }
+
+    fn is_input(action: &Action) -> bool {
+        matches!(
+            action,
+            Action::Key(_) | Action::Paste(_) | Action::Mouse(_) | Action::Resize(..)
+        )
+    }
+
+    fn lost(why: String) -> Exit {
+        Exit::Lost(why)
+    }
+
+    fn wants_frame(&self) -> bool {
+        self.dirty
+    }
+
+    fn needs_draw(&self) -> bool {
+        self.dirty
+    }
+
+    fn draw(&self, frame: &mut Frame) {
+        super::ui::draw(self, frame);
+    }
+
+    fn drawn(&mut self) {
+        self.dirty = false;
+    }
+
+    /// The server went away: wait for it rather than leave.
+    fn leaving(&mut self, exit: Exit) -> Option<Exit> {
+        let exit = match exit {
+            Exit::Lost(why) => self.exit_for_lost(why),
+            other => other,
+        };
+        match exit {
+            Exit::Lost(_) | Exit::ServerShutdown => {
+                self.lost_server(&exit);
+                None
+            }
+            other => Some(other),
+        }
+    }
+
+    fn reconnect_at(&self) -> Option<f64> {
+        self.reconnect.as_ref().map(|r| r.next_s)
+    }
+
+    fn reconnected(&mut self) -> Vec<Effect> {
+        App::reconnected(self)
+    }
+
+    fn reconnect_failed(&mut self, why: String) {
+        App::reconnect_failed(self, why);
+    }
+}
