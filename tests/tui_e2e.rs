@@ -178,3 +178,53 @@ fn the_workspace_waits_out_a_server_shutdown_and_comes_back_paused() {
     t.keys("w", &["d"]);
     t.wait_text("w", "WORKSPACE-EXITED 0");
 }
+
+#[test]
+fn the_proctor_waits_out_a_server_shutdown_and_reconnects() {
+    if !tmux_or_skip("the proctor reconnect test") {
+        return;
+    }
+    let (t, config_home) = harness("rbprec");
+    let env = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/envs/fixed");
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(common::BIN)
+            .arg("--data-dir")
+            .arg(&t.data_dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "rebench {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let id = cli(&["new", &env.display().to_string(), "--participant", "tester"]);
+    t.open("p", "proctor --name ana", &config_home);
+    t.wait_for("p", "the session's row", |s| {
+        s.contains(&id) && s.contains("ana (proctor)")
+    });
+
+    // An orderly stop: the dashboard stays, says so, and keeps the last view.
+    cli(&["shutdown"]);
+    let waiting = t.wait_text("p", "SERVER SHUT DOWN");
+    assert!(waiting.contains("reconnecting: next try in"), "{waiting}");
+    assert!(waiting.contains(&id), "{waiting}");
+    assert!(!waiting.contains("WORKSPACE-EXITED"), "{waiting}");
+    // An action meanwhile is refused out loud, not lost in silence.
+    t.keys("p", &["n"]);
+    t.wait_text("p", "Proctor note");
+    t.type_line("p", "are you there?");
+    t.wait_text("p", "not sent: the server is away");
+
+    // The operator starts the server again: the dashboard is back by itself.
+    let socket = t.data_dir.join("rebench.sock");
+    let gone = std::time::Instant::now();
+    while socket.exists() {
+        assert!(gone.elapsed().as_secs() < 20, "the server did not stop");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    cli(&["sessions"]);
+    let back = t.wait_text("p", "reconnected to the server");
+    assert!(back.contains(&id), "{back}");
+    assert!(!back.contains("SERVER SHUT DOWN"), "{back}");
+    t.keys("p", &["q"]);
+    t.wait_text("p", "WORKSPACE-EXITED 0");
+}

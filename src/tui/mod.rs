@@ -10,6 +10,7 @@
 //! - `runtime` and `connection`: the one event loop and server connection
 //!   under the workspace and the proctor (the replay player has no server
 //!   and keeps its own small loop).
+//! - `reconnect`: waiting for a lost server, with backoff.
 //! - `terminal`: taking the terminal over and giving it back.
 //!
 //! Each app is the same shape: `app` holds the state and the `Action`s
@@ -24,6 +25,7 @@
 
 pub mod connection;
 pub mod proctor;
+pub mod reconnect;
 pub mod replay;
 pub mod runtime;
 pub mod terminal;

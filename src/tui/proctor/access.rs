@@ -36,6 +36,19 @@ pub async fn connect_admin(paths: &DataPaths, name: &str) -> anyhow::Result<Clie
     Ok(client)
 }
 
+/// As `connect_admin` on a server that is already running: never starts
+/// one (after a shutdown the operator decides when it comes back).
+pub async fn reconnect_admin(paths: &DataPaths, name: &str) -> anyhow::Result<Client> {
+    let socket = paths.socket();
+    let client = Client::connect(&socket, None, name)
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", describe(&socket, &e)))?;
+    if client.hello.role != "admin" {
+        anyhow::bail!("the server did not give this connection the admin role");
+    }
+    Ok(client)
+}
+
 pub fn permission_denied(socket: &Path) -> String {
     format!(
         "cannot open the admin socket {}: permission denied.\n\

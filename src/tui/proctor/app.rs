@@ -15,6 +15,7 @@ use super::model::Fleet;
 use super::rows::{self, Row, View};
 use super::settings::Thresholds;
 use crate::protocol::{Push, Request};
+use crate::tui::reconnect::Reconnect;
 use crate::tui::widgets::theme::Theme;
 
 /// How long a message stays in the footer (seconds).
@@ -130,6 +131,10 @@ pub struct App {
     /// The proctor's name as the server records it.
     pub me: String,
     pub now: DateTime<Utc>,
+    /// Seconds since the dashboard started (monotonic; for reconnecting).
+    pub since_start_s: f64,
+    /// Set while the server is away: the dashboard waits and tries again.
+    pub reconnect: Option<Reconnect>,
     /// Wall times are shown in this zone (local at run time, UTC in tests).
     pub tz: FixedOffset,
     pub theme: Theme,
@@ -139,7 +144,7 @@ pub struct App {
     /// The fleet changed since the rows were computed.
     pub stale: bool,
     /// The time signature at the last tick.
-    pub signature: (String, bool),
+    pub signature: (String, bool, i64),
     /// Redraw needed.
     pub dirty: bool,
     /// Alerts already announced (session, kind, since): each new one rings
@@ -171,12 +176,14 @@ impl App {
             notice: None,
             me: me.to_string(),
             now,
+            since_start_s: 0.0,
+            reconnect: None,
             tz: Utc.fix(),
             theme,
             area: Rect::default(),
             loaded: false,
             stale: false,
-            signature: (String::new(), false),
+            signature: (String::new(), false, -1),
             dirty: true,
             announced: HashSet::new(),
             bell: false,
@@ -253,8 +260,55 @@ impl App {
 
     /// What the screen shows that depends on the time alone, beside the
     /// rows: the header clock (minutes) and whether a notice is up.
-    pub fn time_signature(&self) -> (String, bool) {
-        (self.clock_minute(self.now), self.visible_notice().is_some())
+    pub fn time_signature(&self) -> (String, bool, i64) {
+        let wait = self
+            .reconnect
+            .as_ref()
+            .map_or(-1, |r| r.wait_s(self.since_start_s).ceil() as i64);
+        (
+            self.clock_minute(self.now),
+            self.visible_notice().is_some(),
+            wait,
+        )
+    }
+
+    /// The server went away: keep the last known fleet on screen and wait
+    /// for it (dialogs close: nothing can be sent meanwhile).
+    pub fn lost_server(&mut self, exit: &Exit) {
+        let (why, shutdown) = match exit {
+            Exit::ServerShutdown => ("the server was shut down".to_string(), true),
+            Exit::Lost(why) => (why.clone(), false),
+            Exit::Quit => return,
+        };
+        self.reconnect = Some(Reconnect::lost(
+            self.reconnect.as_ref(),
+            why,
+            shutdown,
+            self.since_start_s,
+        ));
+        self.overlay = None;
+        self.dirty = true;
+    }
+
+    pub fn reconnect_failed(&mut self, why: String) {
+        if let Some(r) = &mut self.reconnect {
+            r.failed(why, self.since_start_s);
+            self.dirty = true;
+        }
+    }
+
+    /// Connected again: every session and the open detail view are read
+    /// anew (the server's shells are new after a restart).
+    pub fn reconnected(&mut self) -> Vec<Effect> {
+        self.reconnect = None;
+        self.notify("reconnected to the server");
+        let mut effects = self.start();
+        if let Some(d) = &self.detail {
+            let (id, agent) = (d.session.clone(), d.pane == super::detail::Pane::Execs);
+            self.detail = Some(super::detail::Detail::new(&id, agent));
+            effects.extend(self.detail_requests(&id));
+        }
+        effects
     }
 
     /// The header clock (`14:03`).

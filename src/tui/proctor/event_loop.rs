@@ -32,6 +32,7 @@ impl ClientApp for App {
 
     fn set_now(&mut self, now: Now) {
         self.now = now.wall;
+        self.since_start_s = now.since_start_s;
     }
 
     fn start(&mut self) -> Vec<Effect> {
@@ -41,7 +42,21 @@ impl ClientApp for App {
     /// Pushed events only mark the rows stale: a burst costs one recompute
     /// (`before_frame`), not one each.
     fn update(&mut self, action: Action) -> Vec<Effect> {
-        self.handle(action)
+        let effects = self.handle(action);
+        if self.reconnect.is_none() {
+            return effects;
+        }
+        // Nothing reaches a server that is away: say so rather than lose it.
+        let (sends, rest): (Vec<Effect>, Vec<Effect>) = effects
+            .into_iter()
+            .partition(|e| matches!(e, Effect::Send(..)));
+        if sends
+            .iter()
+            .any(|e| !matches!(e, Effect::Send(Pending::List, _)))
+        {
+            self.notify_error("not sent: the server is away (the dashboard reconnects by itself)");
+        }
+        rest
     }
 
     fn terminal_action(event: Event) -> Option<Action> {
@@ -116,5 +131,28 @@ impl ClientApp for App {
 
     fn drawn(&mut self) {
         self.dirty = false;
+    }
+
+    /// The server went away: wait for it rather than leave.
+    fn leaving(&mut self, exit: Exit) -> Option<Exit> {
+        match exit {
+            Exit::Quit => Some(Exit::Quit),
+            lost => {
+                self.lost_server(&lost);
+                None
+            }
+        }
+    }
+
+    fn reconnect_at(&self) -> Option<f64> {
+        self.reconnect.as_ref().map(|r| r.next_s)
+    }
+
+    fn reconnected(&mut self) -> Vec<Effect> {
+        App::reconnected(self)
+    }
+
+    fn reconnect_failed(&mut self, why: String) {
+        App::reconnect_failed(self, why);
     }
 }

@@ -51,30 +51,20 @@ pub async fn run(args: ProctorArgs, paths: &crate::paths::DataPaths) -> anyhow::
     app.tz = *chrono::Local::now().offset();
     let ending = {
         let (_guard, terminal) = crate::tui::terminal::TerminalGuard::enter(false)?;
-        // The dashboard leaves when the server goes (see `App::leaving`).
-        let reopen = async || {
-            access::connect_admin(paths, &me)
-                .await
-                .map_err(anyhow::Error::from)
-        };
+        // Never starts a server: the operator stopped it, or it crashed.
+        let reopen = async || access::reconnect_admin(paths, &me).await;
         runtime::run(terminal, app, client, reopen).await
     };
     // The terminal is restored here: now it is safe to print.
     match ending? {
         runtime::Ending::App(app::Exit::Quit) => Ok(0),
-        runtime::Ending::App(app::Exit::ServerShutdown) => {
-            eprintln!("rebench proctor: the server was shut down.");
-            eprintln!(
-                "Running sessions are paused (server_shutdown) and their shells ended; \
-                 run `rebench proctor` again once the server is back."
-            );
-            Ok(1)
-        }
+        // Lost servers are waited for inside (see `App::lost_server`).
         runtime::Ending::App(app::Exit::Lost(why)) => {
             eprintln!("rebench proctor: {why}");
-            eprintln!(
-                "The sessions go on on the server; run `rebench proctor` again to reconnect."
-            );
+            Ok(1)
+        }
+        runtime::Ending::App(app::Exit::ServerShutdown) => {
+            eprintln!("rebench proctor: the server was shut down.");
             Ok(1)
         }
         runtime::Ending::Signal(name) => {

@@ -379,7 +379,7 @@ impl App {
         effects
     }
 
-    fn detail_requests(&self, id: &str) -> Vec<Effect> {
+    pub(super) fn detail_requests(&self, id: &str) -> Vec<Effect> {
         let session = || id.to_string();
         vec![
             Effect::Send(
@@ -619,12 +619,63 @@ mod tests {
     }
 
     #[test]
-    fn a_server_shutdown_ends_the_dashboard_saying_so() {
+    fn a_server_shutdown_is_waited_out_and_the_detail_view_read_again() {
+        use crate::tui::runtime::ClientApp;
         let mut a = app();
+        a.open_detail("a1k9qz");
         let effects = a.update(Action::Push(Box::new(Push::ServerShutdown {
             message: "stopping".into(),
         })));
         assert_eq!(effects, vec![Effect::Exit(Exit::ServerShutdown)]);
+        // The loop asks the app: it stays, and waits.
+        a.since_start_s = 30.0;
+        assert_eq!(ClientApp::leaving(&mut a, Exit::ServerShutdown), None);
+        assert_eq!(a.reconnect_at(), Some(31.0));
+        assert!(a.reconnect.as_ref().is_some_and(|r| r.shutdown));
+        // Nothing is sent meanwhile, and the proctor is told.
+        let sent = ClientApp::update(
+            &mut a,
+            Action::Key(KeyEvent::new(KeyCode::Char('p'), KeyModifiers::NONE)),
+        );
+        assert!(!sent.iter().any(|e| matches!(e, Effect::Send(..))));
+        a.reconnect_failed("refused".into());
+        assert_eq!(a.reconnect_at(), Some(32.0));
+        // Back: every session and the open detail view are read again.
+        let effects = ClientApp::reconnected(&mut a);
+        assert_eq!(a.reconnect, None);
+        let requests: Vec<&Request> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Send(_, r) => Some(r),
+                _ => None,
+            })
+            .collect();
+        assert!(matches!(requests[0], Request::Subscribe { session: None }));
+        assert!(matches!(requests[1], Request::ListSessions));
+        assert!(
+            requests
+                .iter()
+                .any(|r| matches!(r, Request::ShellList { session } if session == "a1k9qz"))
+        );
+        assert_eq!(ClientApp::leaving(&mut a, Exit::Quit), Some(Exit::Quit));
+    }
+
+    #[test]
+    fn actions_while_the_server_is_away_are_refused_out_loud() {
+        use crate::tui::runtime::ClientApp;
+        let mut a = app();
+        a.lost_server(&Exit::Lost("broken pipe".into()));
+        let effects = ClientApp::update(&mut a, Action::Resync);
+        assert!(effects.is_empty(), "{effects:?}");
+        assert!(a.notice.is_none(), "a resync is not the proctor's doing");
+        a.open_detail("a1k9qz");
+        let effects = ClientApp::update(&mut a, Action::Resync);
+        assert!(effects.is_empty());
+        assert!(
+            a.notice
+                .as_ref()
+                .is_some_and(|n| n.error && n.text.contains("server is away"))
+        );
     }
 
     #[test]

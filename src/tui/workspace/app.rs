@@ -152,24 +152,7 @@ pub struct Banner {
     pub since_s: f64,
 }
 
-/// Waiting for the server to come back (it was shut down, or the
-/// connection broke): the workspace retries with backoff instead of exiting.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Reconnect {
-    /// Tries made so far.
-    pub attempts: u32,
-    /// What happened, for the screen.
-    pub why: String,
-    /// An orderly shutdown (the session is paused, `server_shutdown`).
-    pub shutdown: bool,
-    /// App time of the next try.
-    pub next_s: f64,
-    /// Why the last try failed.
-    pub last_error: Option<String>,
-}
-
-/// The longest wait between two tries.
-pub const RECONNECT_MAX_GAP_S: f64 = 15.0;
+pub use crate::tui::reconnect::Reconnect;
 
 pub struct App {
     pub session: String,
@@ -248,14 +231,12 @@ impl App {
             Exit::Lost(why) => (why.clone(), false),
             Exit::Detached | Exit::Quit | Exit::Failed(_) => return,
         };
-        let attempts = self.reconnect.as_ref().map_or(0, |r| r.attempts);
-        self.reconnect = Some(Reconnect {
-            attempts,
+        self.reconnect = Some(Reconnect::lost(
+            self.reconnect.as_ref(),
             why,
             shutdown,
-            next_s: self.now_s + 1.0,
-            last_error: None,
-        });
+            self.now_s,
+        ));
         self.screen = Screen::Connecting;
         // No clock runs for us while the server is away (a shutdown paused
         // the session; a restart after a crash pauses it too).
@@ -275,13 +256,10 @@ impl App {
         self.dirty = true;
     }
 
-    /// A try failed: the next one after a longer wait (1, 2, 4, 8, 15 s).
+    /// A try failed: the next one after a longer wait.
     pub fn reconnect_failed(&mut self, why: String) {
         if let Some(r) = &mut self.reconnect {
-            r.attempts += 1;
-            let gap = 2f64.powi(r.attempts.min(4) as i32).min(RECONNECT_MAX_GAP_S);
-            r.next_s = self.now_s + gap;
-            r.last_error = Some(why);
+            r.failed(why, self.now_s);
             self.dirty = true;
         }
     }

@@ -73,7 +73,25 @@ fn draw_header(app: &App, frame: &mut Frame, area: Rect) {
         Span::styled(format!(" {} ", app.me), theme.dim()),
         Span::raw("  "),
     ];
-    if app.loaded {
+    if let Some(r) = &app.reconnect {
+        let what = if r.shutdown {
+            "SERVER SHUT DOWN"
+        } else {
+            "SERVER LOST"
+        };
+        spans.push(Span::styled(
+            format!(" {what} "),
+            theme.bad().add_modifier(Modifier::REVERSED),
+        ));
+        spans.push(Span::styled(
+            format!(
+                " reconnecting: next try in {:.0} s (tries: {}) · sessions as last seen",
+                r.wait_s(app.since_start_s).ceil(),
+                r.attempts
+            ),
+            theme.key(),
+        ));
+    } else if app.loaded {
         let full = format!(
             "{} sessions · {} running · {} paused · {} not started · {} ended",
             app.fleet.sessions.len(),

@@ -72,7 +72,7 @@ fn draw_reconnecting(app: &App, r: &super::app::Reconnect, frame: &mut Frame, ar
     } else {
         "If the server stopped, your session comes back paused when it restarts; your files are kept."
     };
-    let wait = (r.next_s - app.now_s).max(0.0).ceil();
+    let wait = r.wait_s(app.now_s).ceil();
     let mut lines = vec![
         Line::styled(r.why.clone(), theme.bad()),
         Line::raw(""),
