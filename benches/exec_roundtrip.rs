@@ -3,6 +3,8 @@
 //! command spawned directly. Run with `cargo bench --bench exec_roundtrip`.
 //! Reports medians; no assertion (speed targets live here, not in tests).
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -6,6 +6,8 @@
 //! tenth event. One event then one frame is the worst case; the runtime
 //! batches a burst of events into one recompute and one frame.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 use std::time::{Duration, Instant};
 
 use ratatui::Terminal;

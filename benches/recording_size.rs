@@ -3,6 +3,8 @@
 //! session shell than run directly. Run with `cargo bench --bench recording_size`.
 //! Prints numbers; no assertions.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -3,6 +3,8 @@
 //! Run with `cargo bench --bench replay_seek`. Target: under 50 ms per seek.
 //! Prints measurements; no assertions (speed targets live here, not in tests).
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};

@@ -2,6 +2,8 @@
 //! resamples (target: under 2 s in release). Run with
 //! `cargo bench --bench report`. Prints timings; no assertions.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};

@@ -5,6 +5,8 @@
 //! The `fixed` fixture's scorer reports the number in workspace/value
 //! (reference/ overlays its own), so every measured value is known.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use common::{TestServer, fixture_env};

@@ -16,6 +16,8 @@
 //! Without network the tests print "SKIPPED: ..." to the real stderr and
 //! pass, unless `REBENCH_REQUIRE_TORCH=1`, which makes that a failure (CI).
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use rebench::environment::prepare::Prepared;

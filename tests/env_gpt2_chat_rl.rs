@@ -13,6 +13,8 @@
 //! common::torch_env); without network to install torch the tests print
 //! "SKIPPED: ..." and pass, unless `REBENCH_REQUIRE_TORCH=1`.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use rebench::environment::prepare::Prepared;

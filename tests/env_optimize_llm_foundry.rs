@@ -20,6 +20,8 @@
 //! scores are wide; what must hold firmly is that the reference is valid and
 //! clearly faster than the starting script.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use rebench::environment::prepare::Prepared;

@@ -4,6 +4,8 @@
 //! failing or hanging commands, and venvs shared between environments with
 //! identical requirements (also when prepared concurrently).
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 use rebench::environment::Environment;
 use rebench::environment::prepare::{PrepareError, check, prepare, prepared_dir};
 use std::fs;

@@ -14,6 +14,8 @@
 //! real stderr and pass, unless `REBENCH_REQUIRE_TORCH=1`, which makes that a
 //! failure (for CI).
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use rebench::environment::files::{copy_workspace, overlay};

@@ -11,6 +11,8 @@
 //! Needs `python3` and `rustc`; without rustc the tests print
 //! "SKIPPED: rustc not found" to the real stderr and pass.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use rebench::environment::files::{assemble_workspace, overlay};

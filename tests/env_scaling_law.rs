@@ -11,6 +11,8 @@
 //! Without network (no torch) the tests print "SKIPPED: ..." to the real
 //! stderr and pass, unless `REBENCH_REQUIRE_TORCH=1` (CI), which fails them.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use rebench::environment::prepare::Prepared;

@@ -1,6 +1,8 @@
 //! The bundled prefix-sum environment: it validates, and its scorer follows
 //! the protocol on the starting, reference and a wrong solution.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 use rebench::environment::files::{copy_workspace, overlay};
 use rebench::environment::{Environment, validate};
 use std::path::{Path, PathBuf};

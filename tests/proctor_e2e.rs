@@ -1,6 +1,8 @@
 //! End to end: the real `rebench proctor` in a real terminal (tmux), driven
 //! by keys and read back from the screen. Skipped without tmux.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use std::process::Command;

@@ -2,6 +2,8 @@
 //! are recorded with the reason and the proctor's name; participants cannot
 //! reach proctor operations; the mirror shows what the driver's shell printed.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use std::time::{Duration, Instant};

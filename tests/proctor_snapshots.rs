@@ -2,6 +2,8 @@
 //! fixed times (no server). Regenerate with `INSTA_UPDATE=always` and
 //! review the diff.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};

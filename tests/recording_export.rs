@@ -2,6 +2,8 @@
 //! (score, note, pause) and an agent session driven through exec, exported
 //! as jsonl and asciicast v2/v3 and read back.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use std::time::Duration;

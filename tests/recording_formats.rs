@@ -2,6 +2,8 @@
 //! screens at the same times), asciinema's own reader on our v2, util-linux
 //! `script` recordings, damaged files, and seeking in a long recording.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 use std::path::Path;
 use std::process::Command;
 

@@ -1,6 +1,8 @@
 //! The replay player: what its actions do, and how it looks (TestBackend
 //! snapshots; regenerate with INSTA_UPDATE=always, review the .snap diffs).
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 use std::time::Duration;
 
 use ratatui::Terminal;

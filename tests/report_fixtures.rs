@@ -11,6 +11,8 @@
 //!   agent a3   0 @0, .2 @16m40s, .6 @33m20s (scores only in its events)
 //! - u1: never started (no run).
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 use std::path::{Path, PathBuf};
 
 use clap::Parser;

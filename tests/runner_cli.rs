@@ -1,6 +1,8 @@
 //! The CLI as a user types it: JSON field names, exit codes, hardware checks,
 //! calibration, agents.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use common::*;

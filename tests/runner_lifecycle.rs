@@ -1,6 +1,8 @@
 //! Session lifecycle through the real server: budget exhaustion, pause
 //! freezing every process, crash recovery after kill -9.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use std::time::Duration;

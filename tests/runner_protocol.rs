@@ -1,6 +1,8 @@
 //! The protocol and its boundaries: tokens, malformed lines, the handshake,
 //! shells over the socket, one server per data dir.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use std::io::{BufRead, BufReader, Write};

@@ -1,6 +1,8 @@
 //! The terminal recording as the server keeps it: crash safety and the
 //! input-recording switch.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use std::time::Duration;

@@ -1,6 +1,8 @@
 //! Scoring through the real server: normalization, aggregation, every
 //! scorer failure mode, protected files, hidden scores.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use common::*;

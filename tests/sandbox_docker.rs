@@ -6,6 +6,8 @@
 //! loop; submitting takes a valid final score in it; a server killed with
 //! -9 finds the container again; the end leaves no container. The base image is built once (debootstrap, a minute).
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use std::path::Path;

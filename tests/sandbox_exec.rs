@@ -1,5 +1,7 @@
 //! exec() against real processes.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 

@@ -8,6 +8,8 @@
 //! Needs bubblewrap (and user namespaces): without it these tests print
 //! "SKIPPED: ..." and pass, unless `REBENCH_REQUIRE_BWRAP=1` (CI).
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use std::time::Duration;

@@ -1,6 +1,8 @@
 //! Finding, freezing, thawing and killing a session's processes, with real
 //! background jobs, nohup and setsid children.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};

@@ -1,5 +1,7 @@
 //! PtyShell against a real interactive shell.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 use std::io::Read;
 use std::path::Path;
 use std::sync::mpsc;

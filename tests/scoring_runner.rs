@@ -1,5 +1,7 @@
 //! Runs real scorer processes (sh scripts) through `run_scorer`.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

@@ -4,6 +4,8 @@
 //! Needs root (to mount the tmpfs): elsewhere it prints "SKIPPED: ..." and
 //! passes, unless `REBENCH_REQUIRE_FAULTS=1` (CI).
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -3,6 +3,8 @@
 //! timeout, durations that would overflow, commands run outside the
 //! workspace, and text that would drive the operator's terminal.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use std::io::{BufRead, BufReader, Write};

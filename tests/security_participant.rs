@@ -4,6 +4,8 @@
 //!
 //! Needs bubblewrap for the isolated half (see `sandbox_isolation.rs`).
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use rebench::protocol::Request;

@@ -2,6 +2,8 @@
 //! when the operator or the environment asks), a short prompt, and a pane
 //! that says so when a shell's startup prints nothing.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use std::time::Duration;

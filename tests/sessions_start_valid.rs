@@ -5,6 +5,8 @@
 //! are prepared in the data dir their own tests share (`common::torch_env`),
 //! so this usually reuses those preparations.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use common::torch_env::{PROFILE, data_dir, loud};

@@ -5,6 +5,8 @@
 //! was killed with -9 while a session ran. This server must open it, keep
 //! all of it, and be able to back it up while it runs.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use std::path::Path;

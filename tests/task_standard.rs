@@ -6,6 +6,8 @@
 //! scored by score(t, submission), hidden scores, teardown, and a family
 //! whose start raises leaving nothing behind.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 mod common;
 
 use std::path::{Path, PathBuf};

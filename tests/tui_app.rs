@@ -1,5 +1,7 @@
 //! The workspace's behaviour without a server: actions in, effects out.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::layout::Rect;
 

@@ -1,6 +1,8 @@
 //! Snapshots of the workspace screens, drawn from hand-made session views
 //! with fixed times (no server). Regenerate with `INSTA_UPDATE=always`.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
 use chrono::{DateTime, Utc};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
