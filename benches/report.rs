@@ -11,7 +11,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rebench::environment::normalize::Aggregate;
 use rebench::report::runs::{ScorePoint, UsageTotals};
-use rebench::report::{Format, ReportOptions, Run, RunKind, build_report, render};
+use rebench::report::{Format, Kind, ReportOptions, Run, build_report, render};
 
 const RUNS: usize = 10_000;
 const RESAMPLES: usize = 10_000;
@@ -30,13 +30,13 @@ const H: f64 = 3600.0;
 fn generated_run(index: usize, rng: &mut StdRng) -> Run {
     let environment = ENVIRONMENTS[index % ENVIRONMENTS.len()];
     let kind = if index.is_multiple_of(3) {
-        RunKind::Human
+        Kind::Human
     } else {
-        RunKind::Agent
+        Kind::Agent
     };
     let budget_s = match kind {
-        RunKind::Human => 8.0 * H,
-        RunKind::Agent => [0.5 * H, 2.0 * H, 8.0 * H][(index / 3) % 3],
+        Kind::Human => 8.0 * H,
+        Kind::Agent => [0.5 * H, 2.0 * H, 8.0 * H][(index / 3) % 3],
     };
     let entries = rng.random_range(2..40);
     let mut scores = vec![ScorePoint {
@@ -77,8 +77,8 @@ fn generated_run(index: usize, rng: &mut StdRng) -> Run {
         scores,
         final_score,
         usage: UsageTotals {
-            events: usize::from(kind == RunKind::Agent),
-            cost_usd: if kind == RunKind::Agent { 15.0 } else { 0.0 },
+            events: usize::from(kind == Kind::Agent),
+            cost_usd: if kind == Kind::Agent { 15.0 } else { 0.0 },
             tokens_in: 1_000_000,
             tokens_out: 100_000,
         },

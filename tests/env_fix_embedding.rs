@@ -23,6 +23,7 @@ mod common;
 use rebench::environment::prepare::Prepared;
 use rebench::environment::{Environment, ScoringPlan, validate};
 use rebench::scoring::{ScorerOutcome, protected};
+use rebench::session::ScorePhase;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -315,7 +316,7 @@ async fn a_new_session_starts_with_a_valid_entry_at_about_zero() {
     let id = server.new_session_cli(&env_dir(), PROFILE);
     let view = server.show(&id).await;
     let starting = &view.scores.as_ref().unwrap()[0];
-    assert_eq!(starting.phase, "starting");
+    assert_eq!(starting.phase, ScorePhase::Starting);
     assert_eq!(starting.valid, Some(true), "{starting:?}");
     assert!(starting.normalized.unwrap() < 0.05, "{starting:?}");
     assert_eq!(view.active_s, 0.0, "the build step is off the clock");

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use common::{TestServer, fixture_env};
 use rebench::client::Client;
 use rebench::protocol::{AttachMode, ErrorCode, Request, SessionView, ShellInfo, b64_encode};
-use rebench::session::{Event, EventKind, Kind, PauseReason};
+use rebench::session::{Event, EventKind, Kind, PauseReason, Phase};
 use rebench::tui::connection::{Connection, Incoming};
 use rebench::tui::proctor::access;
 use rebench::tui::proctor::app::{Action, App, Effect, Pending};
@@ -106,12 +106,8 @@ impl Proctor {
         }
     }
 
-    fn state(&self, id: &str) -> String {
-        self.app
-            .fleet
-            .get(id)
-            .map(|t| t.view.state.clone())
-            .unwrap_or_default()
+    fn state(&self, id: &str) -> Option<Phase> {
+        self.app.fleet.get(id).map(|t| t.view.state)
     }
 
     fn screen(&self) -> String {
@@ -149,15 +145,14 @@ async fn actions_change_the_session_and_are_recorded_with_reason_and_author() {
     p.typed("fire alarm").await;
     p.key(KeyCode::Enter).await;
     p.until("the pause", |a| {
-        a.fleet.get(&id).is_some_and(|t| t.view.state == "paused")
+        a.fleet
+            .get(&id)
+            .is_some_and(|t| t.view.state == Phase::Paused)
     })
     .await;
     assert_eq!(
-        p.app
-            .fleet
-            .get(&id)
-            .and_then(|t| t.view.pause_reason.clone()),
-        Some("proctor".into())
+        p.app.fleet.get(&id).and_then(|t| t.view.pause_reason),
+        Some(PauseReason::Proctor)
     );
 
     p.key(KeyCode::Char('r')).await;
@@ -165,7 +160,8 @@ async fn actions_change_the_session_and_are_recorded_with_reason_and_author() {
     p.key(KeyCode::Enter).await;
     p.until("the resume and its note", |a| {
         a.fleet.get(&id).is_some_and(|t| {
-            t.view.state == "running" && t.view.notes.iter().any(|n| n.text.contains("alarm over"))
+            t.view.state == Phase::Running
+                && t.view.notes.iter().any(|n| n.text.contains("alarm over"))
         })
     })
     .await;
@@ -197,11 +193,15 @@ async fn actions_change_the_session_and_are_recorded_with_reason_and_author() {
     p.key(KeyCode::Char('E')).await;
     p.typed("caught copying").await;
     p.key(KeyCode::Enter).await;
-    assert_eq!(p.state(&id), "running", "ending waits for the confirmation");
+    assert_eq!(
+        p.state(&id),
+        Some(Phase::Running),
+        "ending waits for the confirmation"
+    );
     p.key(KeyCode::Char('y')).await;
     p.until("the end and its note", |a| {
         a.fleet.get(&id).is_some_and(|t| {
-            t.view.state == "ended" && t.view.end_note.as_deref() == Some("caught copying")
+            t.view.state == Phase::Ended && t.view.end_note.as_deref() == Some("caught copying")
         })
     })
     .await;
@@ -281,7 +281,7 @@ async fn a_participant_token_cannot_reach_proctor_operations() {
         "{err}"
     );
     let after = server.show(&id).await;
-    assert_eq!(after.state, "running");
+    assert_eq!(after.state, Phase::Running);
     assert_eq!(after.budget_s, view.budget_s);
 
     // A proctor's pause cannot be lifted by the participant.
@@ -305,7 +305,7 @@ async fn a_participant_token_cannot_reach_proctor_operations() {
             "{err}"
         );
     }
-    assert_eq!(server.show(&id).await.state, "running");
+    assert_eq!(server.show(&id).await.state, Phase::Running);
     let _: SessionView = admin
         .call(Request::Pause {
             session: id.clone(),
@@ -321,7 +321,7 @@ async fn a_participant_token_cannot_reach_proctor_operations() {
         .await
         .expect_err("refused");
     assert!(err.code().is_some(), "{err}");
-    assert_eq!(server.show(&id).await.state, "paused");
+    assert_eq!(server.show(&id).await.state, Phase::Paused);
 
     // The participant socket does not make an admin either.
     let text = access::describe(

@@ -9,6 +9,7 @@ use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use rebench::protocol::{AttachReply, Push, ShellInfo, b64_encode};
+use rebench::session::Kind;
 use rebench::tui::proctor::app::{Action, App, Effect, Overlay};
 use rebench::tui::proctor::detail::Pane;
 use rebench::tui::proctor::dialog::{ActionKind, Dialog};
@@ -72,7 +73,7 @@ fn dashboard_filtered_and_searched() {
     key(&mut a, KeyCode::Char('t'));
     key(&mut a, KeyCode::Char('t'));
     // Agents only; then the alert list gets the focus.
-    assert!(a.rows.iter().all(|r| r.kind == "agent"));
+    assert!(a.rows.iter().all(|r| r.kind == Kind::Agent));
     key(&mut a, KeyCode::Char('/'));
     typed(&mut a, "claude");
     key(&mut a, KeyCode::Enter);

@@ -18,9 +18,10 @@ use std::path::{Path, PathBuf};
 use clap::Parser;
 use rebench::report::model::{BestOfKRow, OVERALL, Report, SummaryRow, TimelineRow};
 use rebench::report::{
-    Format, ReportArgs, ReportOptions, RunFilter, RunKind, load_export_files, render,
+    Format, Kind, ReportArgs, ReportOptions, RunFilter, load_export_files, render,
     report_from_records,
 };
+use rebench::session::{EndReason, PauseReason};
 
 const H: f64 = 3600.0;
 
@@ -59,7 +60,7 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-9
 }
 
-fn summary<'a>(report: &'a Report, kind: RunKind, env: &str) -> &'a SummaryRow {
+fn summary<'a>(report: &'a Report, kind: Kind, env: &str) -> &'a SummaryRow {
     report
         .summary
         .iter()
@@ -67,7 +68,7 @@ fn summary<'a>(report: &'a Report, kind: RunKind, env: &str) -> &'a SummaryRow {
         .unwrap_or_else(|| panic!("no summary row {kind:?} {env}"))
 }
 
-fn at<'a>(report: &'a Report, kind: RunKind, env: &str, time_s: f64) -> &'a TimelineRow {
+fn at<'a>(report: &'a Report, kind: Kind, env: &str, time_s: f64) -> &'a TimelineRow {
     report
         .timeline
         .iter()
@@ -75,7 +76,7 @@ fn at<'a>(report: &'a Report, kind: RunKind, env: &str, time_s: f64) -> &'a Time
         .unwrap_or_else(|| panic!("no timeline row {kind:?} {env} {time_s}"))
 }
 
-fn budget(report: &Report, kind: RunKind, budget_s: f64) -> &BestOfKRow {
+fn budget(report: &Report, kind: Kind, budget_s: f64) -> &BestOfKRow {
     report
         .best_of_k
         .iter()
@@ -116,7 +117,7 @@ fn fixture_events_are_real_event_log_entries() {
 fn runs_are_started_sessions_and_final_scores_follow_the_aggregate() {
     let report = baseline();
     assert_eq!(report.runs, 7, "the unstarted session is no run");
-    let kernel = summary(&report, RunKind::Human, "kernel");
+    let kernel = summary(&report, Kind::Human, "kernel");
     assert_eq!((kernel.runs, kernel.participants), (2, 2));
     assert!(close(kernel.mean.value, 1.05) && close(kernel.median.value, 1.05));
     assert!(close(kernel.share_above_0, 1.0) && close(kernel.share_at_least_1, 0.5));
@@ -126,15 +127,15 @@ fn runs_are_started_sessions_and_final_scores_follow_the_aggregate() {
     assert!(close(kernel.active_hours, 16.0));
     assert!(close(kernel.scores_per_hour.unwrap(), 6.0 / 16.0));
     // Scaling Law: the last valid answer counts (.5), not the best (.8).
-    assert_eq!(summary(&report, RunKind::Human, "scaling").best, Some(0.5));
-    let humans = summary(&report, RunKind::Human, OVERALL);
+    assert_eq!(summary(&report, Kind::Human, "scaling").best, Some(0.5));
+    let humans = summary(&report, Kind::Human, OVERALL);
     assert_eq!((humans.runs, humans.participants), (3, 3));
     assert!(close(humans.mean.value, 2.6 / 3.0) && close(humans.median.value, 0.9));
-    let agents = summary(&report, RunKind::Agent, "kernel");
+    let agents = summary(&report, Kind::Agent, "kernel");
     assert_eq!((agents.runs, agents.participants), (3, 2));
     assert!(close(agents.mean.value, 0.6) && close(agents.median.value, 0.7));
     // a3's view has no scores: its final comes from the scored events.
-    assert_eq!(summary(&report, RunKind::Agent, "scaling").best, Some(0.6));
+    assert_eq!(summary(&report, Kind::Agent, "scaling").best, Some(0.6));
 }
 
 #[test]
@@ -144,7 +145,7 @@ fn score_over_time_is_the_mean_of_exact_step_functions() {
         report.time_points_s,
         vec![900.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0]
     );
-    let human = |env, t| at(&report, RunKind::Human, env, t).mean.value;
+    let human = |env, t| at(&report, Kind::Human, env, t).mean.value;
     // ann .0/.2/.2/.5/.5/.9 and bob .4/.4/.4/.4/1.2/1.2 at 15m..8h.
     let expected = [0.2, 0.3, 0.3, 0.45, 0.85, 1.05];
     for (t, want) in report.time_points_s.iter().zip(expected) {
@@ -152,14 +153,14 @@ fn score_over_time_is_the_mean_of_exact_step_functions() {
     }
     // Overall: environments weigh equally (kernel .3, scaling .8 at 1 h).
     assert!(close(human(OVERALL, H), 0.55));
-    assert_eq!(at(&report, RunKind::Human, OVERALL, H).environments, 2);
+    assert_eq!(at(&report, Kind::Human, OVERALL, H).environments, 2);
     // a4 (2 h budget) counts up to 2 h and not after.
-    let agent = |t| at(&report, RunKind::Agent, "kernel", t);
+    let agent = |t| at(&report, Kind::Agent, "kernel", t);
     assert_eq!(agent(2.0 * H).runs, 3);
     assert!(close(agent(2.0 * H).mean.value, 0.6));
     assert_eq!(agent(4.0 * H).runs, 2);
     assert!(close(agent(4.0 * H).mean.value, 0.5));
-    let scaling = |t| at(&report, RunKind::Agent, "scaling", t).mean.value;
+    let scaling = |t| at(&report, Kind::Agent, "scaling", t).mean.value;
     assert!(close(scaling(900.0), 0.0) && close(scaling(1800.0), 0.2) && close(scaling(H), 0.6));
 }
 
@@ -167,31 +168,31 @@ fn score_over_time_is_the_mean_of_exact_step_functions() {
 fn best_of_k_matches_hand_derived_expectations() {
     let report = baseline();
     // Humans at 2 h: one run scored at 2 h; kernel (.5+.4)/2, scaling (hidden) .8.
-    let (value, k, length) = best(budget(&report, RunKind::Human, 2.0 * H));
+    let (value, k, length) = best(budget(&report, Kind::Human, 2.0 * H));
     assert!(
         close(value, 0.625) && (k, length) == (1, 2.0 * H),
         "{value}"
     );
-    let (value, k, length) = best(budget(&report, RunKind::Human, 8.0 * H));
+    let (value, k, length) = best(budget(&report, Kind::Human, 8.0 * H));
     assert!(close(value, (1.05 + 0.5) / 2.0) && (k, length) == (1, 8.0 * H));
     // Humans at 32 h: best of 4 eight-hour runs. kernel: 1.2 (15/16) + .9 (1/16);
     // scaling is hidden, so a random run: .5.
-    let (value, k, length) = best(budget(&report, RunKind::Human, 32.0 * H));
+    let (value, k, length) = best(budget(&report, Kind::Human, 32.0 * H));
     assert!(close(value, (18.9 / 16.0 + 0.5) / 2.0), "{value}");
     assert_eq!((k, length), (4, 8.0 * H));
     assert!(
-        budget(&report, RunKind::Human, 32.0 * H)
+        budget(&report, Kind::Human, 32.0 * H)
             .splits
             .iter()
             .all(|s| s.run_length_s <= 8.0 * H),
         "humans never get 32-hour runs"
     );
     // Agents at 2 h: kernel (.7+.3+.8)/3, scaling .6.
-    let (value, k, _) = best(budget(&report, RunKind::Agent, 2.0 * H));
+    let (value, k, _) = best(budget(&report, Kind::Agent, 2.0 * H));
     assert!(close(value, 0.6) && k == 1, "{value}");
     // Agents at 8 h: 4 x 2 h beats 1 x 8 h. kernel best of 4 of {.3,.7,.8}:
     // .8 (1-(2/3)^4) + .7 ((2/3)^4-(1/3)^4) + .3 (1/3)^4 = 62.8/81.
-    let row = budget(&report, RunKind::Agent, 8.0 * H);
+    let row = budget(&report, Kind::Agent, 8.0 * H);
     let (value, k, length) = best(row);
     assert!(close(value, (62.8 / 81.0 + 0.6) / 2.0), "{value}");
     assert_eq!((k, length), (4, 2.0 * H));
@@ -199,7 +200,7 @@ fn best_of_k_matches_hand_derived_expectations() {
     assert!(close(one_run.estimate.unwrap().value, (0.5 + 0.6) / 2.0));
     assert_eq!(row.random_run_environments, vec!["scaling"]);
     // Agents at 32 h: 16 x 2 h is best; 1 x 32 h has no runs.
-    let row = budget(&report, RunKind::Agent, 32.0 * H);
+    let row = budget(&report, Kind::Agent, 32.0 * H);
     let p = |x: f64| x.powi(16);
     let kernel16 =
         0.8 * (1.0 - p(2.0 / 3.0)) + 0.7 * (p(2.0 / 3.0) - p(1.0 / 3.0)) + 0.3 * p(1.0 / 3.0);
@@ -265,8 +266,8 @@ fn intervals_contain_the_estimates_and_are_reproducible_with_a_seed() {
         &options(),
     );
     assert_eq!(
-        summary(&first, RunKind::Human, "kernel"),
-        summary(&kernel_only, RunKind::Human, "kernel")
+        summary(&first, Kind::Human, "kernel"),
+        summary(&kernel_only, Kind::Human, "kernel")
     );
 }
 
@@ -280,7 +281,7 @@ fn cost_comes_from_usage_events_and_the_human_rate() {
             .unwrap()
             .clone()
     };
-    let kernel = cost(&report, RunKind::Agent, "kernel");
+    let kernel = cost(&report, Kind::Agent, "kernel");
     assert!(close(kernel.total_usd.unwrap(), 20.0));
     assert!(close(kernel.per_run_usd.unwrap(), 20.0 / 3.0));
     assert!(close(kernel.per_score_point_usd.unwrap(), 20.0 / 1.8));
@@ -288,8 +289,8 @@ fn cost_comes_from_usage_events_and_the_human_rate() {
         (kernel.usage_events, kernel.tokens_in, kernel.tokens_out),
         (4, 1900, 340)
     );
-    assert_eq!(cost(&report, RunKind::Agent, "scaling").total_usd, None);
-    assert_eq!(cost(&report, RunKind::Human, "kernel").total_usd, None);
+    assert_eq!(cost(&report, Kind::Agent, "scaling").total_usd, None);
+    assert_eq!(cost(&report, Kind::Human, "kernel").total_usd, None);
     let paid = report_of(
         "baseline",
         &RunFilter::default(),
@@ -298,7 +299,7 @@ fn cost_comes_from_usage_events_and_the_human_rate() {
             ..options()
         },
     );
-    let humans = cost(&paid, RunKind::Human, "kernel");
+    let humans = cost(&paid, Kind::Human, "kernel");
     assert!(close(humans.total_usd.unwrap(), 1600.0));
     assert!(close(humans.per_score_point_usd.unwrap(), 1600.0 / 2.1));
 }
@@ -310,8 +311,8 @@ fn filters_select_runs() {
         kind: Some(k),
         ..RunFilter::default()
     };
-    assert_eq!(with(kind(RunKind::Human)), 3);
-    assert_eq!(with(kind(RunKind::Agent)), 4);
+    assert_eq!(with(kind(Kind::Human)), 3);
+    assert_eq!(with(kind(Kind::Agent)), 4);
     assert_eq!(
         with(RunFilter {
             participants: vec!["ann".into(), "agent-y".into()],
@@ -329,9 +330,9 @@ fn filters_select_runs() {
         }),
         4
     );
-    let humans_only = report_of("baseline", &kind(RunKind::Human), &options());
+    let humans_only = report_of("baseline", &kind(Kind::Human), &options());
     assert!(humans_only.comparison.is_empty());
-    assert!(humans_only.summary.iter().all(|r| r.kind == RunKind::Human));
+    assert!(humans_only.summary.iter().all(|r| r.kind == Kind::Human));
 }
 
 #[test]
@@ -613,7 +614,7 @@ fn end_filters_extensions_and_the_human_run_length() {
         let view = &mut record.view;
         match view.id.as_str() {
             // Disqualified by the proctor.
-            "h2" => view.end_reason = Some("ended_by_proctor".into()),
+            "h2" => view.end_reason = Some(EndReason::EndedByProctor),
             // Given 45 more minutes: still an 8-hour run for the comparison.
             "h1" => {
                 view.budget_s += 2700.0;
@@ -687,7 +688,7 @@ fn end_filters_extensions_and_the_human_run_length() {
     // Half-hour human test sessions: a 32-hour human budget is the best of
     // four 8-hour runs or nothing, never 64 half-hour ones.
     for record in &mut records {
-        if record.view.kind == "human" {
+        if record.view.kind == Kind::Human {
             record.view.budget_s = 1800.0;
         }
     }
@@ -695,7 +696,7 @@ fn end_filters_extensions_and_the_human_run_length() {
     let human_32h = short
         .best_of_k
         .iter()
-        .find(|r| r.kind == RunKind::Human && r.budget_s == 32.0 * H)
+        .find(|r| r.kind == Kind::Human && r.budget_s == 32.0 * H)
         .unwrap();
     assert!(
         human_32h
@@ -783,7 +784,7 @@ fn alert_filters_leave_runs_out_and_say_how_many() {
                 scores.push(refused);
             }
             "h2" => view.pauses.push(rebench::protocol::PauseView {
-                reason: "crash_recovery".into(),
+                reason: PauseReason::CrashRecovery,
                 by: "system".into(),
                 note: None,
                 start: view.started_at.unwrap(),

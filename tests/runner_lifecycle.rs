@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use common::*;
 use rebench::protocol::{ExecReply, Push, Request, SessionView};
+use rebench::session::ScorePhase;
+use rebench::session::{EndReason, PauseReason, Phase};
 
 fn read_pid(path: &std::path::Path) -> i32 {
     assert!(wait_until(Duration::from_secs(5), || {
@@ -49,19 +51,19 @@ async fn a_three_second_budget_ends_with_a_final_score_and_no_surviving_process(
     });
     assert!(ended, "the session ends when its budget runs out");
     let view = server.show(&session.id).await;
-    assert_eq!(view.end_reason.as_deref(), Some("budget_exhausted"));
+    assert_eq!(view.end_reason, Some(EndReason::BudgetExhausted));
     assert_eq!(view.active_s, 3.0, "the clock stops exactly at the budget");
     assert_eq!(view.remaining_s, 0.0);
     let scores = view.scores.unwrap();
     let last = scores.last().unwrap();
-    assert_eq!(last.phase, "final");
+    assert_eq!(last.phase, ScorePhase::Final);
     assert_eq!(
         last.raw,
         Some(2.5),
         "the final score sees the last state of the workspace"
     );
     assert!(
-        view.pauses.iter().any(|p| p.reason == "scoring"),
+        view.pauses.iter().any(|p| p.reason == PauseReason::Scoring),
         "the final score runs under a scoring pause"
     );
     assert!(
@@ -97,7 +99,7 @@ async fn pause_freezes_background_jobs_and_resume_thaws_them() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(ticks(), frozen, "a frozen job makes no progress");
     let paused = server.show(&session.id).await;
-    assert_eq!(paused.pause_reason.as_deref(), Some("break"));
+    assert_eq!(paused.pause_reason, Some(PauseReason::Break));
     let active_at_pause = paused.active_s;
     std::thread::sleep(Duration::from_millis(1100));
     assert_eq!(
@@ -171,8 +173,8 @@ async fn kill_minus_nine_loses_no_acknowledged_event_and_at_most_seconds_of_cloc
         after.score_count, before.score_count,
         "every acknowledged score survives"
     );
-    assert_eq!(after.state, "paused");
-    assert_eq!(after.pause_reason.as_deref(), Some("crash_recovery"));
+    assert_eq!(after.state, Phase::Paused);
+    assert_eq!(after.pause_reason, Some(PauseReason::CrashRecovery));
     assert!(
         after.active_s <= before.active_s + 0.001,
         "no time is added: {} > {}",
@@ -196,7 +198,7 @@ async fn kill_minus_nine_loses_no_acknowledged_event_and_at_most_seconds_of_cloc
         })
         .await
         .unwrap();
-    assert_eq!(resumed.state, "running");
+    assert_eq!(resumed.state, Phase::Running);
     assert!((resumed.active_s - after.active_s).abs() < 0.5);
 }
 
@@ -242,7 +244,7 @@ async fn a_graceful_shutdown_pauses_running_sessions_without_losing_time() {
     server.spawn();
     let view = server.show(&session.id).await;
     // Not a crash: no CRASH alert for the proctor, nothing to exclude.
-    assert_eq!(view.pause_reason.as_deref(), Some("server_shutdown"));
+    assert_eq!(view.pause_reason, Some(PauseReason::ServerShutdown));
     assert!(
         view.active_s >= 1.2,
         "time up to the shutdown is kept: {}",
@@ -269,7 +271,7 @@ async fn a_graceful_shutdown_pauses_running_sessions_without_losing_time() {
         })
         .await
         .unwrap();
-    assert_eq!(resumed.state, "running");
+    assert_eq!(resumed.state, Phase::Running);
 }
 
 #[tokio::test]
@@ -333,7 +335,7 @@ async fn many_agents_running_exec_loops_at_once_all_finish() {
     assert!(all.is_ok(), "every exec loop finished");
     for id in &sessions {
         let view = server.show(id).await;
-        assert_eq!(view.state, "running");
+        assert_eq!(view.state, Phase::Running);
     }
 }
 

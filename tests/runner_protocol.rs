@@ -15,6 +15,7 @@ use rebench::protocol::{
     AttachMode, AttachReply, ErrorCode, Push, Request, SessionView, ShellInfo, b64_decode,
     b64_encode,
 };
+use rebench::session::Phase;
 
 /// Sends raw lines and reads one reply line each.
 fn raw_exchange(stream: &mut UnixStream, line: &str) -> serde_json::Value {
@@ -182,7 +183,7 @@ async fn a_participant_token_reaches_only_its_own_session_and_participant_operat
         "{err}"
     );
     // The other session is untouched; the participant socket wants a token.
-    assert_eq!(server.show(&theirs.id).await.state, "running");
+    assert_eq!(server.show(&theirs.id).await.state, Phase::Running);
     let no_token = Client::connect(&server.paths.participant_socket(), None, "x").await;
     assert_eq!(
         no_token.err().unwrap().code(),

@@ -7,6 +7,8 @@ mod common;
 
 use common::*;
 use rebench::protocol::{ErrorCode, Request, ScoreView, SessionView};
+use rebench::session::Phase;
+use rebench::session::ScorePhase;
 
 async fn score_with(
     server: &TestServer,
@@ -33,7 +35,7 @@ async fn normalization_and_best_aggregation_follow_re_bench() {
     let server = TestServer::start();
     let session = server.create_running(&env, Some(3600)).await;
     let first = &server.show(&session.id).await.scores.unwrap()[0];
-    assert_eq!(first.phase, "starting");
+    assert_eq!(first.phase, ScorePhase::Starting);
     assert_eq!(
         first.normalized,
         Some(0.0),
@@ -97,7 +99,7 @@ async fn every_scorer_failure_is_an_invalid_entry_and_the_session_goes_on() {
         );
     }
     let view = server.show(&session.id).await;
-    assert_eq!(view.state, "running");
+    assert_eq!(view.state, Phase::Running);
     assert!(
         view.final_score.is_some(),
         "the valid starting entry still counts"

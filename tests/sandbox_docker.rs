@@ -15,6 +15,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::*;
+use rebench::session::PauseReason;
+use rebench::session::Phase;
 
 fn prefix_sum() -> std::path::PathBuf {
     repo_root().join("environments/prefix-sum")
@@ -214,8 +216,8 @@ async fn a_killed_server_finds_the_container_again() {
     server.kill9();
     server.spawn();
     assert_eq!(
-        server.show(&id).await.pause_reason.as_deref(),
-        Some("crash_recovery")
+        server.show(&id).await.pause_reason,
+        Some(PauseReason::CrashRecovery)
     );
     assert_eq!(session_containers(&id).len(), 1, "the container was kept");
     let first = ticks(&ws);
@@ -324,15 +326,15 @@ async fn a_container_killed_from_outside_pauses_its_session() {
     );
     let mut view = server.show(&id).await;
     for _ in 0..100 {
-        if view.state == "paused" {
+        if view.state == Phase::Paused {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
         view = server.show(&id).await;
     }
     assert_eq!(
-        view.pause_reason.as_deref(),
-        Some("technical_issue"),
+        view.pause_reason,
+        Some(PauseReason::TechnicalIssue),
         "{view:?}"
     );
     let note = server.cli(&["show", &id]);
@@ -346,7 +348,7 @@ async fn a_container_killed_from_outside_pauses_its_session() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(
         server.show(&id).await.state,
-        "running",
+        Phase::Running,
         "it paused again after resuming"
     );
     assert!(server.cli(&["end", &id]).status.success());

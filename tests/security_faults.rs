@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use common::*;
 use rebench::protocol::Request;
+use rebench::session::PauseReason;
 
 /// A mounted tmpfs, unmounted when dropped.
 struct SmallDisk {
@@ -122,7 +123,7 @@ async fn a_full_disk_pauses_the_session_and_it_resumes_when_space_returns() {
     let pause = view
         .pauses
         .iter()
-        .find(|p| p.reason == "technical_issue")
+        .find(|p| p.reason == PauseReason::TechnicalIssue)
         .unwrap();
     assert!(
         pause

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use rebench::client::ClientError;
 use rebench::protocol::{Credentials, ErrorCode, Request};
+use rebench::session::Phase;
 
 /// The server's refusal in a failed request.
 struct Refusal {
@@ -76,7 +77,7 @@ async fn one_token_cannot_hold_unbounded_connections_and_admin_still_works() {
     );
     // The operator and the scorer are not starved.
     let view = server.show(&session.id).await;
-    assert_eq!(view.state, "running");
+    assert_eq!(view.state, Phase::Running);
     let entry = server.score(&session.id).await;
     assert_eq!(entry["valid"], true, "{entry}");
     // Closing connections gives the slots back.

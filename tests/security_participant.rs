@@ -9,6 +9,7 @@
 mod common;
 
 use rebench::protocol::Request;
+use rebench::session::ScorePhase;
 use std::path::Path;
 use std::time::Duration;
 
@@ -373,7 +374,7 @@ echo '{"raw": 1.0}'
     let view = server.show(&session.id).await;
     let scores = view.scores.unwrap_or_default();
     assert!(
-        scores.iter().all(|s| s.phase != "intermediate"),
+        scores.iter().all(|s| s.phase != ScorePhase::Intermediate),
         "{scores:?}"
     );
     // Resumed, the session scores again as usual.

@@ -12,6 +12,7 @@ mod common;
 use common::torch_env::{PROFILE, data_dir, loud};
 use common::{TestServer, repo_root};
 use rebench::environment::{Environment, prepare};
+use rebench::session::ScorePhase;
 
 /// Every bundled environment, and whether its metric is a runtime (a
 /// starting solution measured faster here than where the manifest's values
@@ -53,7 +54,7 @@ async fn every_bundled_environment_starts_its_log_with_a_valid_entry_at_about_ze
         let first = scores
             .first()
             .unwrap_or_else(|| panic!("{id}: no score-log entry: {view:#?}"));
-        assert_eq!(first.phase, "starting", "{id}: {first:#?}");
+        assert_eq!(first.phase, ScorePhase::Starting, "{id}: {first:#?}");
         assert_eq!(
             first.valid,
             Some(true),

@@ -14,6 +14,7 @@ use std::process::Command;
 
 use common::*;
 use rebench::protocol::SessionView;
+use rebench::session::Phase;
 
 /// The fixture's sessions, by participant.
 const CREATED: &str = "2n8vbd";
@@ -49,9 +50,9 @@ async fn check_sessions(server: &TestServer) {
             .find(|v| v.id == id)
             .unwrap_or_else(|| panic!("{id} lost"));
         (
-            v.state.clone(),
-            v.pause_reason.clone().unwrap_or_default(),
-            v.end_reason.clone().unwrap_or_default(),
+            v.state.to_string(),
+            v.pause_reason.map(|r| r.to_string()).unwrap_or_default(),
+            v.end_reason.map(|r| r.to_string()).unwrap_or_default(),
         )
     };
     assert_eq!(views.len(), 6);
@@ -127,7 +128,11 @@ async fn a_data_dir_from_the_release_before_opens_with_everything_in_it() {
     drop(server);
     let copy = TestServer::start_in(&backup, &[("REBENCH_BACKEND", "local")]);
     let view = copy.show(CREATED).await;
-    assert_eq!(view.state, "paused", "shut down while running: {view:?}");
+    assert_eq!(
+        view.state,
+        Phase::Paused,
+        "shut down while running: {view:?}"
+    );
     assert_eq!(
         copy.show(RUNNING).await.notes[0].text,
         "first idea: vectorize"

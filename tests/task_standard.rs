@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 
 use common::*;
 use rebench::protocol::Request;
+use rebench::session::{EndReason, Phase};
+use rebench::session::{Kind, ScorePhase};
 
 fn families() -> PathBuf {
     repo_root().join("tests/fixtures/families")
@@ -184,7 +186,7 @@ async fn a_family_task_is_set_up_scored_and_aggregated_in_its_container() {
     assert_eq!((final_score.raw, final_score.normalized), (1.0, 1.0));
     let scores = view.scores.unwrap();
     let last = scores.last().unwrap();
-    assert_eq!(last.phase, "final");
+    assert_eq!(last.phase, ScorePhase::Final);
     assert!(
         Path::new(&view.workspace).join("torn_down").exists(),
         "teardown ran"
@@ -401,14 +403,14 @@ async fn in_the_session_submit_answers_and_permissions_give_the_network() {
     server.exec(&offline, "rebench task submit 42").await;
     let mut view = server.show(&offline).await;
     for _ in 0..200 {
-        if view.state == "ended" {
+        if view.state == Phase::Ended {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         view = server.show(&offline).await;
     }
-    assert_eq!(view.state, "ended", "{view:?}");
-    assert_eq!(view.end_reason.as_deref(), Some("submitted"));
+    assert_eq!(view.state, Phase::Ended, "{view:?}");
+    assert_eq!(view.end_reason, Some(EndReason::Submitted));
     assert_eq!(view.final_score.map(|f| f.raw), Some(1.0));
     ok(&server.cli(&["submit", &online, "--answer", "41", "--json"]));
     let view = server.show(&online).await;
@@ -607,24 +609,24 @@ async fn usage_limits_nan_and_the_operators_normalization() {
     for id in [&limited, &unscored] {
         let mut view = server.show(id).await;
         for _ in 0..300 {
-            if view.state == "ended" {
+            if view.state == Phase::Ended {
                 break;
             }
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             view = server.show(id).await;
         }
         assert_eq!(
-            view.end_reason.as_deref(),
-            Some("budget_exhausted"),
+            view.end_reason,
+            Some(EndReason::BudgetExhausted),
             "{view:?}"
         );
         views.push(view);
     }
     let scores = views[0].scores.clone().unwrap();
-    assert_eq!(views[0].kind, "agent");
+    assert_eq!(views[0].kind, Kind::Agent);
     assert_eq!(
         scores.last().unwrap().phase,
-        "final",
+        ScorePhase::Final,
         "score_on_usage_limits: true"
     );
     assert_eq!(

@@ -6,6 +6,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::layout::Rect;
 
 use rebench::protocol::{Request, b64_decode};
+use rebench::session::Phase;
 use rebench::session::{Event, EventKind, PauseReason};
 use rebench::tui::widgets::shell_tab::ShellTab;
 use rebench::tui::widgets::theme::Theme;
@@ -144,7 +145,7 @@ fn nothing_is_typed_into_a_paused_session() {
         by: "alice".into(),
         note: None,
     }));
-    assert_eq!(app.state(), "paused");
+    assert_eq!(app.state(), Some(Phase::Paused));
     assert!(sent_input(&app.update(key(KeyCode::Char('a')))).is_empty());
     let notice = app.visible_notice().unwrap().text.clone();
     assert!(notice.contains("C-g p"), "{notice}");

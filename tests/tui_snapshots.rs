@@ -9,6 +9,7 @@ use ratatui::backend::TestBackend;
 use ratatui::layout::Rect;
 
 use rebench::protocol::{FinalScore, NoteView, PauseView, ScoreView, SessionView};
+use rebench::session::{EndReason, PauseReason, ScorePhase};
 use rebench::tui::widgets::shell_tab::ShellTab;
 use rebench::tui::widgets::theme::Theme;
 use rebench::tui::workspace::app::{App, Banner, Overlay, Screen};
@@ -19,13 +20,13 @@ fn at(secs: i64) -> DateTime<Utc> {
     DateTime::from_timestamp(1_800_000_000 + secs, 0).unwrap()
 }
 
-fn score(seq: u64, active_s: f64, phase: &str, raw: f64, normalized: f64) -> ScoreView {
+fn score(seq: u64, active_s: f64, phase: ScorePhase, raw: f64, normalized: f64) -> ScoreView {
     ScoreView {
         seq,
         run: 0,
         at: at(active_s as i64),
         active_s,
-        phase: phase.into(),
+        phase,
         raw: Some(raw),
         normalized: Some(normalized),
         valid: Some(true),
@@ -43,11 +44,11 @@ fn invalid(seq: u64, active_s: f64, why: &str) -> ScoreView {
         normalized: None,
         valid: Some(false),
         message: why.into(),
-        ..score(seq, active_s, "intermediate", 0.0, 0.0)
+        ..score(seq, active_s, ScorePhase::Intermediate, 0.0, 0.0)
     }
 }
 
-fn hidden(seq: u64, active_s: f64, phase: &str) -> ScoreView {
+fn hidden(seq: u64, active_s: f64, phase: ScorePhase) -> ScoreView {
     ScoreView {
         raw: None,
         normalized: None,
@@ -98,11 +99,11 @@ fn view(state: &str, active_s: f64, scores: Vec<ScoreView>) -> SessionView {
 
 fn several_scores() -> Vec<ScoreView> {
     numbered(vec![
-        score(1, 0.0, "starting", 142.7, 0.0),
-        score(5, 1800.0, "intermediate", 120.4, 0.386),
+        score(1, 0.0, ScorePhase::Starting, 142.7, 0.0),
+        score(5, 1800.0, ScorePhase::Intermediate, 120.4, 0.386),
         invalid(9, 4000.0, "wrong answer at index 17 (expected 3, got 4)"),
-        score(12, 7200.0, "intermediate", 101.9, 0.768),
-        score(15, 9900.0, "intermediate", 104.2, 0.713),
+        score(12, 7200.0, ScorePhase::Intermediate, 101.9, 0.768),
+        score(15, 9900.0, ScorePhase::Intermediate, 104.2, 0.713),
     ])
 }
 
@@ -110,7 +111,7 @@ fn several_scores() -> Vec<ScoreView> {
 fn numbered(mut scores: Vec<ScoreView>) -> Vec<ScoreView> {
     let mut next = 1;
     for s in &mut scores {
-        if s.phase != "starting" {
+        if s.phase != ScorePhase::Starting {
             s.run = next;
             next += 1;
         }
@@ -154,7 +155,11 @@ fn render(app: &App) -> TestBackend {
 #[test]
 fn start_screen() {
     let a = app(
-        view("created", 0.0, vec![score(1, 0.0, "starting", 142.7, 0.0)]),
+        view(
+            "created",
+            0.0,
+            vec![score(1, 0.0, ScorePhase::Starting, 142.7, 0.0)],
+        ),
         120,
         40,
     );
@@ -184,8 +189,8 @@ fn hidden_scores() {
         "running",
         3000.0,
         numbered(vec![
-            hidden(1, 0.0, "starting"),
-            hidden(4, 2500.0, "intermediate"),
+            hidden(1, 0.0, ScorePhase::Starting),
+            hidden(4, 2500.0, ScorePhase::Intermediate),
         ]),
     );
     v.visible = false;
@@ -196,7 +201,7 @@ fn hidden_scores() {
 #[test]
 fn paused() {
     let mut v = view("paused", 4000.0, several_scores());
-    v.pause_reason = Some("break".into());
+    v.pause_reason = Some(PauseReason::Break);
     let a = with_shells(app(v, 140, 45), 1);
     insta::assert_snapshot!(render(&a));
 }
@@ -204,9 +209,9 @@ fn paused() {
 #[test]
 fn paused_by_the_proctor_says_why_and_offers_no_resume() {
     let mut v = view("paused", 4000.0, several_scores());
-    v.pause_reason = Some("proctor".into());
+    v.pause_reason = Some(PauseReason::Proctor);
     v.pauses = vec![PauseView {
-        reason: "proctor".into(),
+        reason: PauseReason::Proctor,
         by: "ana (proctor)".into(),
         note: Some("fire alarm: leave the room, the clock is stopped".into()),
         start: at(4000),
@@ -224,7 +229,7 @@ fn paused_by_the_proctor_says_why_and_offers_no_resume() {
 #[test]
 fn ended_by_the_proctor_says_why() {
     let mut v = view("ended", 2.0 * 3600.0, several_scores());
-    v.end_reason = Some("ended_by_proctor".into());
+    v.end_reason = Some(EndReason::EndedByProctor);
     v.end_note = Some("copied the reference solution from another session".into());
     v.ended_at = Some(at(9_000));
     let a = app(v, 120, 40);
@@ -246,7 +251,7 @@ fn five_minute_warning() {
 #[test]
 fn end_summary() {
     let mut v = view("ended", 6.5 * 3600.0, several_scores());
-    v.end_reason = Some("submitted".into());
+    v.end_reason = Some(EndReason::Submitted);
     v.ended_at = Some(at(30_000));
     v.final_score = Some(FinalScore {
         raw: 101.9,
@@ -254,14 +259,14 @@ fn end_summary() {
     });
     v.pauses = vec![
         PauseView {
-            reason: "break".into(),
+            reason: PauseReason::Break,
             by: "alice".into(),
             note: None,
             start: at(10_000),
             end: Some(at(10_900)),
         },
         PauseView {
-            reason: "scoring".into(),
+            reason: PauseReason::Scoring,
             by: "system".into(),
             note: Some("final score".into()),
             start: at(29_990),

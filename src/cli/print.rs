@@ -1,6 +1,8 @@
 //! Human-readable output of views. `--json` prints the views themselves.
 
 use crate::protocol::{ScoreView, SessionView};
+use crate::session::PauseReason;
+use crate::session::{Phase, ScorePhase};
 
 /// `text` with every control character but newline and tab escaped
 /// (`\u{1b}`): notes, titles and scorer messages come from participants'
@@ -41,17 +43,17 @@ pub fn state_line(v: &SessionView) -> String {
     match (&v.pause_reason, &v.end_reason) {
         (_, Some(end)) => format!("ENDED ({end})"),
         (Some(p), None) => format!("PAUSED ({p})"),
-        (None, None) => v.state.to_uppercase(),
+        (None, None) => v.state.as_str().to_uppercase(),
     }
 }
 
 /// What every UI calls a scoring run: `start`, `run 1`, `run 2`, …, and
 /// the last one taken at the end `run 4 (final)`.
 pub fn run_label(s: &ScoreView) -> String {
-    match s.phase.as_str() {
-        "starting" => "start".into(),
-        "final" => format!("run {} (final)", s.run),
-        _ => format!("run {}", s.run),
+    match s.phase {
+        ScorePhase::Starting => "start".into(),
+        ScorePhase::Final => format!("run {} (final)", s.run),
+        ScorePhase::Intermediate => format!("run {}", s.run),
     }
 }
 
@@ -130,7 +132,7 @@ fn session_raw(v: &SessionView) -> String {
         ));
     }
     // Until the end it is the score so far, not a final one.
-    let which = if v.state == "ended" {
+    let which = if v.state == Phase::Ended {
         "final score".to_string()
     } else if v.aggregate == "last" {
         "latest so far".to_string()
@@ -151,7 +153,10 @@ fn session_raw(v: &SessionView) -> String {
         out.push_str(&normalization_line(n, &v.unit));
     }
     // Scoring runs stop the clock too, but they are not pauses anyone took.
-    let (scoring, pauses): (Vec<_>, Vec<_>) = v.pauses.iter().partition(|p| p.reason == "scoring");
+    let (scoring, pauses): (Vec<_>, Vec<_>) = v
+        .pauses
+        .iter()
+        .partition(|p| p.reason == PauseReason::Scoring);
     if !pauses.is_empty() {
         out.push_str("pauses:\n");
         for p in pauses {
@@ -200,7 +205,10 @@ fn session_raw(v: &SessionView) -> String {
         ));
     }
     if let Some(scores) = &v.scores {
-        let runs = scores.iter().filter(|s| s.phase != "starting").count();
+        let runs = scores
+            .iter()
+            .filter(|s| s.phase != ScorePhase::Starting)
+            .count();
         out.push_str(&format!(
             "scoring runs: {runs} after the start ({}, {} counts):\n",
             v.metric, v.aggregate

@@ -7,6 +7,7 @@ use crate::environment::discovery;
 use crate::environment::duration::parse_duration;
 use crate::paths::DataPaths;
 use crate::protocol::{CreateSession, Credentials, ExecReply, Request, ScoreView, SessionView};
+use crate::session::Kind;
 
 use super::print;
 use super::{Command, NewArgs};
@@ -212,7 +213,7 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
                     session: session.clone(),
                 })
                 .await?;
-            if view.kind != "agent" && !force {
+            if view.kind != Kind::Agent && !force {
                 bail!(
                     "session {session} is a {} session: an agent would share it with its participant \
                      (create one with `rebench new ENV --participant NAME --kind agent`, or add --force)",

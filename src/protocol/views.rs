@@ -5,8 +5,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::environment::normalize::aggregate;
+use crate::session::state::Phase;
 use crate::session::state::ScoreRecord;
-use crate::session::{SessionMeta, SessionState};
+use crate::session::{EndReason, Kind, PauseReason, ScorePhase, SessionMeta, SessionState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Audience {
@@ -26,7 +27,7 @@ pub struct ScoreView {
     pub run: u32,
     pub at: DateTime<Utc>,
     pub active_s: f64,
-    pub phase: String,
+    pub phase: ScorePhase,
     pub raw: Option<f64>,
     pub normalized: Option<f64>,
     pub valid: Option<bool>,
@@ -50,10 +51,7 @@ impl ScoreView {
             run: record.run,
             at: record.at,
             active_s: record.active_ms as f64 / 1000.0,
-            phase: serde_json::to_value(e.phase)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from))
-                .unwrap_or_default(),
+            phase: e.phase,
             raw: if show_values { e.raw } else { None },
             normalized: if show_values { e.normalized } else { None },
             valid: if show_values { Some(e.valid) } else { None },
@@ -72,7 +70,7 @@ impl ScoreView {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PauseView {
-    pub reason: String,
+    pub reason: PauseReason,
     pub by: String,
     pub note: Option<String>,
     pub start: DateTime<Utc>,
@@ -110,10 +108,10 @@ pub struct SessionView {
     pub summary: String,
     pub profile: Option<String>,
     pub participant: String,
-    pub kind: String,
-    pub state: String,
-    pub pause_reason: Option<String>,
-    pub end_reason: Option<String>,
+    pub kind: Kind,
+    pub state: Phase,
+    pub pause_reason: Option<PauseReason>,
+    pub end_reason: Option<EndReason>,
     /// Why the session was ended, in the ender's words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_note: Option<String>,
@@ -230,13 +228,13 @@ impl SessionView {
             summary: meta.env_summary.clone(),
             profile: meta.profile.clone(),
             participant: meta.participant.clone(),
-            kind: meta.kind.as_str().to_string(),
-            state: state.phase().as_str().to_string(),
+            kind: meta.kind,
+            state: state.phase(),
             pause_reason: state
                 .open_pause()
                 .filter(|_| state.started_at.is_some())
-                .map(|p| p.reason.to_string()),
-            end_reason: state.end_reason.map(|r| r.to_string()),
+                .map(|p| p.reason),
+            end_reason: state.end_reason,
             end_note: state.end_note.clone(),
             workspace: meta.workspace.display().to_string(),
             budget_s: state.budget_ms as f64 / 1000.0,
@@ -257,7 +255,7 @@ impl SessionView {
                 .pauses
                 .iter()
                 .map(|p| PauseView {
-                    reason: p.reason.to_string(),
+                    reason: p.reason,
                     by: p.by.clone(),
                     note: p.note.clone(),
                     start: p.start,

@@ -6,9 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::best_of_k::{Split, candidate_splits};
 use super::bootstrap::{BootstrapOutcome, Column, Sampled, Statistic, Stratum, run_bootstrap};
 use super::model::*;
-use super::runs::{Run, RunKind};
+use super::runs::Run;
 use super::stats::{CONFIDENCE, Estimate, labelled_rng, percentile};
 use super::timeline::{ScoreTimeline, time_grid};
+use crate::session::Kind;
 
 /// Everything that shapes the numbers, besides the runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,7 +47,7 @@ pub fn build_report(runs: &[Run], options: &ReportOptions) -> Report {
         comparison: Vec::new(),
         cost: Vec::new(),
     };
-    let kinds: Vec<KindAnalysis> = RunKind::BOTH
+    let kinds: Vec<KindAnalysis> = Kind::BOTH
         .into_iter()
         .filter_map(|kind| {
             let of_kind: Vec<&Run> = runs.iter().filter(|r| r.kind == kind).collect();
@@ -148,7 +149,7 @@ struct EnvPart<'a> {
 }
 
 struct KindAnalysis<'a> {
-    kind: RunKind,
+    kind: Kind,
     human_run_length_s: f64,
     envs: Vec<EnvPart<'a>>,
     /// Distinct split run lengths and the k's used with each.
@@ -157,12 +158,7 @@ struct KindAnalysis<'a> {
 }
 
 impl<'a> KindAnalysis<'a> {
-    fn new(
-        kind: RunKind,
-        runs: Vec<&'a Run>,
-        time_points_s: &[f64],
-        options: &ReportOptions,
-    ) -> Self {
+    fn new(kind: Kind, runs: Vec<&'a Run>, time_points_s: &[f64], options: &ReportOptions) -> Self {
         let mut by_env: BTreeMap<&str, Vec<&'a Run>> = BTreeMap::new();
         for run in runs.iter().copied() {
             by_env
@@ -364,12 +360,12 @@ impl<'a> KindAnalysis<'a> {
     }
 }
 
-fn run_cap(kind: RunKind, human_run_length_s: f64) -> Option<f64> {
-    (kind == RunKind::Human).then_some(human_run_length_s)
+fn run_cap(kind: Kind, human_run_length_s: f64) -> Option<f64> {
+    (kind == Kind::Human).then_some(human_run_length_s)
 }
 
 /// Distinct run lengths over every budget's candidate splits, with their k's.
-fn split_lengths(kind: RunKind, runs: &[&Run], options: &ReportOptions) -> Vec<(f64, Vec<u32>)> {
+fn split_lengths(kind: Kind, runs: &[&Run], options: &ReportOptions) -> Vec<(f64, Vec<u32>)> {
     let run_budgets: Vec<f64> = runs.iter().map(|r| r.budget_s).collect();
     let mut lengths: Vec<(f64, Vec<u32>)> = Vec::new();
     for budget_s in &options.budgets_s {
@@ -507,7 +503,7 @@ fn average_of(parts: &[&Sampled]) -> Option<Sampled> {
 }
 
 fn summary_row(
-    kind: RunKind,
+    kind: Kind,
     environment: &str,
     runs: &[&Run],
     mean: Estimate,
@@ -537,15 +533,15 @@ fn summary_row(
     }
 }
 
-fn cost_row(kind: RunKind, environment: &str, runs: &[&Run], human_rate: f64) -> CostRow {
+fn cost_row(kind: Kind, environment: &str, runs: &[&Run], human_rate: f64) -> CostRow {
     let usage_events: usize = runs.iter().map(|r| r.usage.events).sum();
     let active_hours = runs.iter().map(|r| r.active_s).sum::<f64>() / 3600.0;
     let (source, total_usd) = match kind {
-        RunKind::Agent => (
+        Kind::Agent => (
             "usage_events",
             (usage_events > 0).then(|| runs.iter().map(|r| r.usage.cost_usd).sum::<f64>()),
         ),
-        RunKind::Human => (
+        Kind::Human => (
             "hourly_rate",
             (human_rate > 0.0).then_some(human_rate * active_hours),
         ),
@@ -647,7 +643,7 @@ mod tests {
 
     const H: f64 = 3600.0;
 
-    fn run(environment: &str, kind: RunKind, budget_s: f64, log: &[(f64, f64)]) -> Run {
+    fn run(environment: &str, kind: Kind, budget_s: f64, log: &[(f64, f64)]) -> Run {
         let scores: Vec<ScorePoint> = log
             .iter()
             .map(|(at, n)| ScorePoint {
@@ -689,7 +685,7 @@ mod tests {
     #[test]
     fn equal_runs_make_every_best_of_k_that_score_exactly() {
         let runs: Vec<Run> = (0..5)
-            .map(|_| run("e", RunKind::Agent, 2.0 * H, &[(0.0, 0.0), (600.0, 0.4)]))
+            .map(|_| run("e", Kind::Agent, 2.0 * H, &[(0.0, 0.0), (600.0, 0.4)]))
             .collect();
         let report = build_report(&runs, &options(vec![2.0 * H, 8.0 * H]));
         for row in &report.best_of_k {
@@ -708,10 +704,10 @@ mod tests {
 
     #[test]
     fn runs_in_progress_count_only_up_to_their_active_time() {
-        let mut live = run("e", RunKind::Human, 8.0 * H, &[(0.0, 0.0), (600.0, 0.9)]);
+        let mut live = run("e", Kind::Human, 8.0 * H, &[(0.0, 0.0), (600.0, 0.9)]);
         live.ended = false;
         live.active_s = 1.5 * H;
-        let done = run("e", RunKind::Human, 8.0 * H, &[(0.0, 0.0), (3000.0, 0.3)]);
+        let done = run("e", Kind::Human, 8.0 * H, &[(0.0, 0.0), (3000.0, 0.3)]);
         let report = build_report(&[live, done], &options(vec![2.0 * H]));
         let at = |t: f64| {
             report
@@ -731,7 +727,7 @@ mod tests {
     fn hidden_environments_use_a_random_run_not_the_best_of_k() {
         let mut runs: Vec<Run> = [0.0, 1.0]
             .iter()
-            .map(|s| run("hidden", RunKind::Human, 8.0 * H, &[(0.0, 0.0), (60.0, *s)]))
+            .map(|s| run("hidden", Kind::Human, 8.0 * H, &[(0.0, 0.0), (60.0, *s)]))
             .collect();
         for r in &mut runs {
             r.visible = false;

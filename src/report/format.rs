@@ -138,7 +138,7 @@ fn summary_section(report: &Report) -> Section {
 fn timeline_section(report: &Report) -> Section {
     let mut headers = vec!["kind".to_string(), "environment".to_string()];
     headers.extend(report.time_points_s.iter().map(|t| duration(*t)));
-    let mut keys: Vec<(super::runs::RunKind, bool, &str)> = Vec::new();
+    let mut keys: Vec<(crate::session::Kind, bool, &str)> = Vec::new();
     for row in &report.timeline {
         let key = (
             row.kind,

@@ -25,12 +25,11 @@ use chrono::{DateTime, NaiveDate, Utc};
 use crate::environment::duration::parse_duration;
 use crate::paths::DataPaths;
 
+pub use crate::session::Kind;
 pub use analysis::{ReportOptions, build_report};
 pub use format::{Format, render};
 pub use model::Report;
-pub use runs::{
-    Run, RunFilter, RunKind, SessionRecord, load_export_files, parse_export, record_alerts,
-};
+pub use runs::{Run, RunFilter, SessionRecord, load_export_files, parse_export, record_alerts};
 
 /// The default `--seed`: any fixed value makes reports reproducible.
 pub const DEFAULT_SEED: u64 = 2411_15114;
@@ -43,7 +42,7 @@ pub struct ReportArgs {
     pub env: Vec<String>,
     /// Only humans or only agents (default: both, reported separately).
     #[arg(long, value_enum)]
-    pub kind: Option<RunKind>,
+    pub kind: Option<Kind>,
     /// Only these participants (repeatable).
     #[arg(long, value_name = "NAME")]
     pub participant: Vec<String>,
@@ -432,7 +431,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(args.env, vec!["a", "b", "c"]);
-        assert_eq!(args.kind, Some(RunKind::Agent));
+        assert_eq!(args.kind, Some(Kind::Agent));
         assert_eq!(args.from.len(), 2);
         assert_eq!(args.options().budgets_s, vec![1800.0, 5400.0]);
         assert_eq!(

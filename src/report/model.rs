@@ -4,8 +4,8 @@
 
 use serde::Serialize;
 
-use super::runs::RunKind;
 use super::stats::Estimate;
+use crate::session::Kind;
 
 /// Version tag of the JSON document; bumped when a field changes meaning or goes away.
 pub const SCHEMA: &str = "rebench-report/1";
@@ -40,7 +40,7 @@ pub struct Report {
 /// Final scores of one kind of participant in one environment (or overall).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SummaryRow {
-    pub kind: RunKind,
+    pub kind: Kind,
     pub environment: String,
     pub runs: usize,
     pub participants: usize,
@@ -62,7 +62,7 @@ pub struct SummaryRow {
 /// Mean score reached by active time `time_s`, over the runs of budget >= `time_s`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TimelineRow {
-    pub kind: RunKind,
+    pub kind: Kind,
     pub environment: String,
     pub time_s: f64,
     pub runs: usize,
@@ -87,7 +87,7 @@ pub struct SplitEstimate {
 /// score@budget of one kind of participant: the best supported split.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BestOfKRow {
-    pub kind: RunKind,
+    pub kind: Kind,
     pub budget_s: f64,
     pub environments: Vec<String>,
     /// Environments with hidden scores: a random run instead of the best of k.
@@ -120,7 +120,7 @@ pub struct RatioEstimate {
 /// What runs cost: agents from their `usage` events, humans at --human-rate.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CostRow {
-    pub kind: RunKind,
+    pub kind: Kind,
     pub environment: String,
     pub runs: usize,
     /// "usage_events" (agents) or "hourly_rate" (humans).

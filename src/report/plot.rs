@@ -14,7 +14,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::format::duration;
 use super::model::{OVERALL, Report, SplitEstimate};
-use super::runs::RunKind;
+use crate::session::Kind;
 
 const WIDTH: u32 = 1200;
 const HEIGHT: u32 = 540;
@@ -22,17 +22,17 @@ const HUMAN_COLOR: RGBColor = RGBColor(31, 119, 180);
 const AGENT_COLOR: RGBColor = RGBColor(230, 110, 20);
 const FONT: &str = "sans-serif";
 
-fn color(kind: RunKind) -> RGBColor {
+fn color(kind: Kind) -> RGBColor {
     match kind {
-        RunKind::Human => HUMAN_COLOR,
-        RunKind::Agent => AGENT_COLOR,
+        Kind::Human => HUMAN_COLOR,
+        Kind::Agent => AGENT_COLOR,
     }
 }
 
-fn label(kind: RunKind) -> &'static str {
+fn label(kind: Kind) -> &'static str {
     match kind {
-        RunKind::Human => "humans",
-        RunKind::Agent => "agents",
+        Kind::Human => "humans",
+        Kind::Agent => "agents",
     }
 }
 
@@ -141,7 +141,7 @@ fn draw_timeline(report: &Report, area: &Area, top: f64) -> DrawResult {
         })
         .draw()?;
     reference_line(&mut chart, first, last)?;
-    for kind in RunKind::BOTH {
+    for kind in Kind::BOTH {
         let mut rows: Vec<_> = report
             .timeline
             .iter()
@@ -227,7 +227,7 @@ fn draw_budget_bars(report: &Report, area: &Area, top: f64) -> DrawResult {
         .y_desc("normalized score, averaged over environments")
         .draw()?;
     reference_line(&mut chart, -0.6, count - 0.4)?;
-    for (kind, offset) in [(RunKind::Human, -0.4), (RunKind::Agent, 0.02)] {
+    for (kind, offset) in [(Kind::Human, -0.4), (Kind::Agent, 0.02)] {
         let color = color(kind);
         let mut labelled = false;
         for (index, budget_s) in budgets.iter().enumerate() {

@@ -5,40 +5,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::client::Client;
 use crate::environment::normalize::Aggregate;
 use crate::paths::DataPaths;
 use crate::protocol::{Request, SessionView};
-
-/// Who did a run. Humans sort before agents in every table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-pub enum RunKind {
-    Human,
-    Agent,
-}
-
-impl RunKind {
-    pub const BOTH: [RunKind; 2] = [RunKind::Human, RunKind::Agent];
-
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            RunKind::Human => "human",
-            RunKind::Agent => "agent",
-        }
-    }
-
-    fn parse(text: &str) -> Option<RunKind> {
-        match text {
-            "human" => Some(RunKind::Human),
-            "agent" => Some(RunKind::Agent),
-            _ => None,
-        }
-    }
-}
+use crate::session::{Kind, PauseReason, Phase, ScorePhase};
 
 /// One entry of a run's score log, reduced to what the report needs.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -57,7 +30,7 @@ pub struct Run {
     pub id: String,
     pub environment: String,
     pub participant: String,
-    pub kind: RunKind,
+    pub kind: Kind,
     pub started_at: DateTime<Utc>,
     pub ended: bool,
     pub budget_s: f64,
@@ -123,7 +96,7 @@ pub struct SessionRecord {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunFilter {
     pub environments: Vec<String>,
-    pub kind: Option<RunKind>,
+    pub kind: Option<Kind>,
     pub participants: Vec<String>,
     pub since: Option<DateTime<Utc>>,
     /// Only runs that ended so (`submitted`, …; `running` for those that
@@ -160,7 +133,7 @@ pub fn record_alerts(record: &SessionRecord) -> Vec<&'static str> {
         .view
         .pauses
         .iter()
-        .any(|p| p.reason == "crash_recovery");
+        .any(|p| p.reason == PauseReason::CrashRecovery);
     RECORD_ALERTS
         .into_iter()
         .zip([protected_file, crash_recovery])
@@ -175,9 +148,7 @@ impl RunFilter {
             return false;
         };
         (self.environments.is_empty() || self.environments.contains(&view.environment))
-            && self
-                .kind
-                .is_none_or(|kind| kind.as_str() == view.kind.as_str())
+            && self.kind.is_none_or(|kind| kind == view.kind)
             && (self.participants.is_empty() || self.participants.contains(&view.participant))
             && self.since.is_none_or(|since| started_at >= since)
     }
@@ -205,7 +176,8 @@ impl RunFilter {
 
 /// How a session ended (`running` while it has not).
 pub fn end_label(view: &SessionView) -> String {
-    view.end_reason.clone().unwrap_or_else(|| "running".into())
+    view.end_reason
+        .map_or_else(|| "running".to_string(), |r| r.to_string())
 }
 
 impl Run {
@@ -215,12 +187,7 @@ impl Run {
         let Some(started_at) = view.started_at else {
             return Ok(None);
         };
-        let kind = RunKind::parse(&view.kind).with_context(|| {
-            format!(
-                "session {}: unknown kind {:?} (expected human or agent)",
-                view.id, view.kind
-            )
-        })?;
+        let kind = view.kind;
         let aggregate: Aggregate = view
             .aggregate
             .parse()
@@ -229,13 +196,13 @@ impl Run {
             Some(scores) => scores
                 .iter()
                 .map(|s| ScorePoint {
-                    active_s: if s.phase == "starting" {
+                    active_s: if s.phase == ScorePhase::Starting {
                         0.0
                     } else {
                         s.active_s
                     },
                     normalized: valid_normalized(s.valid, s.normalized),
-                    starting: s.phase == "starting",
+                    starting: s.phase == ScorePhase::Starting,
                 })
                 .collect(),
             // A listing view carries no scores; the event log has them all.
@@ -253,7 +220,7 @@ impl Run {
             participant: view.participant.clone(),
             kind,
             started_at,
-            ended: view.state == "ended",
+            ended: view.state == Phase::Ended,
             budget_s: (view.budget_s - extended_s).max(0.0),
             extended_s,
             version: view.manifest_hash.clone(),
@@ -334,9 +301,14 @@ pub fn parse_export(text: &str, origin: &str) -> anyhow::Result<Vec<SessionRecor
         match value.get("record").and_then(Value::as_str) {
             Some("session") => {
                 let session = value.get("session").cloned().unwrap_or(Value::Null);
-                let view: SessionView = serde_json::from_value(session).with_context(|| {
-                    format!("{origin}:{line_no}: the session record is not a session view")
-                })?;
+                let view: SessionView =
+                    serde_path_to_error::deserialize(session).map_err(|e| {
+                        anyhow::anyhow!(
+                            "{origin}:{line_no}: the session record is not a session view: session.{}: {}",
+                            e.path(),
+                            e.inner()
+                        )
+                    })?;
                 records.push(SessionRecord {
                     view,
                     events: Vec::new(),
@@ -468,11 +440,15 @@ mod tests {
 
     #[test]
     fn unknown_kinds_are_refused_and_unstarted_sessions_are_no_runs() {
+        let robot = session_line("a").replace(r#""kind":"agent""#, r#""kind":"robot""#);
+        assert!(robot.contains("robot"));
+        let err = parse_export(&robot, "x.jsonl").unwrap_err().to_string();
+        assert!(
+            err.contains("x.jsonl:1") && err.contains("session.kind") && err.contains("robot"),
+            "{err}"
+        );
         let mut record = parse_export(&session_line("a"), "x").unwrap().remove(0);
-        record.view.kind = "robot".into();
-        let err = Run::from_record(&record).unwrap_err().to_string();
-        assert!(err.contains("robot"), "{err}");
-        record.view.kind = "human".into();
+        record.view.kind = Kind::Human;
         record.view.started_at = None;
         assert_eq!(Run::from_record(&record).unwrap(), None);
         assert!(!RunFilter::default().matches(&record.view));

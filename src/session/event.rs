@@ -198,6 +198,13 @@ impl std::str::FromStr for PauseReason {
     }
 }
 
+impl PauseReason {
+    /// In words, for screens: `technical issue`, `ended by proctor`.
+    pub fn label(&self) -> String {
+        self.as_str().replace('_', " ")
+    }
+}
+
 impl std::fmt::Display for PauseReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -224,6 +231,13 @@ impl EndReason {
     }
 }
 
+impl EndReason {
+    /// In words, for screens: `technical issue`, `ended by proctor`.
+    pub fn label(&self) -> String {
+        self.as_str().replace('_', " ")
+    }
+}
+
 impl std::fmt::Display for EndReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -240,6 +254,22 @@ pub enum ScorePhase {
     Intermediate,
     /// Taken at submit or budget exhaustion, not counted against the budget.
     Final,
+}
+
+impl ScorePhase {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ScorePhase::Starting => "starting",
+            ScorePhase::Intermediate => "intermediate",
+            ScorePhase::Final => "final",
+        }
+    }
+}
+
+impl std::fmt::Display for ScorePhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// One entry of the score log.

@@ -8,7 +8,20 @@ use serde::{Deserialize, Serialize};
 
 use crate::environment::ScoringPlan;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Who does a session. Humans sort before agents in every table.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     Human,
@@ -16,11 +29,19 @@ pub enum Kind {
 }
 
 impl Kind {
+    pub const BOTH: [Kind; 2] = [Kind::Human, Kind::Agent];
+
     pub fn as_str(&self) -> &'static str {
         match self {
             Kind::Human => "human",
             Kind::Agent => "agent",
         }
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -1,11 +1,13 @@
 //! The session summary, derived from its event log.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::event::{EndReason, Event, EventKind, PauseReason, ScoreEntry};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// Where a session is in its life; on the wire as `created`, `running`,
+/// `paused`, `ended`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     Created,
@@ -22,6 +24,12 @@ impl Phase {
             Phase::Paused => "paused",
             Phase::Ended => "ended",
         }
+    }
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

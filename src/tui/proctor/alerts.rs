@@ -6,6 +6,8 @@ use chrono::{DateTime, Utc};
 use super::model::{Tracked, seconds_between};
 use super::settings::Thresholds;
 use crate::protocol::ScoreView;
+use crate::session::PauseReason;
+use crate::session::Phase;
 use crate::tui::widgets::format;
 
 /// Alert kinds, most urgent first (the order rows and the list sort by).
@@ -81,8 +83,8 @@ pub fn session_alerts(t: &Tracked, limits: &Thresholds, now: DateTime<Utc>) -> V
         return alerts;
     }
     let v = &t.view;
-    if let Some(pause) = t.open_pause().filter(|_| v.state == "paused") {
-        if pause.reason == "crash_recovery" {
+    if let Some(pause) = t.open_pause().filter(|_| v.state == Phase::Paused) {
+        if pause.reason == PauseReason::CrashRecovery {
             alerts.push(Alert {
                 kind: AlertKind::CrashRecovery,
                 since: pause.start,
@@ -96,7 +98,7 @@ pub fn session_alerts(t: &Tracked, limits: &Thresholds, now: DateTime<Utc>) -> V
                 since: pause.start,
                 text: format!(
                     "paused ({}) for {}",
-                    pause.reason.replace('_', " "),
+                    pause.reason.label(),
                     format::human_duration(paused_s)
                 ),
             });
@@ -243,6 +245,7 @@ fn budget_changes(t: &Tracked, alerts: &mut Vec<Alert>) {
 mod tests {
     use super::*;
     use crate::protocol::PauseView;
+    use crate::session::ScorePhase;
     use crate::tui::proctor::model::ShellExit;
     use crate::tui::proctor::model::tests::{at, view};
 
@@ -252,7 +255,7 @@ mod tests {
             run: 0,
             at: at(secs),
             active_s: secs as f64,
-            phase: "intermediate".into(),
+            phase: ScorePhase::Intermediate,
             raw: normalized,
             normalized,
             valid: Some(normalized.is_some()),
@@ -264,9 +267,9 @@ mod tests {
         }
     }
 
-    fn tracked(state: &str) -> Tracked {
+    fn tracked(state: Phase) -> Tracked {
         let mut v = view("s1");
-        v.state = state.into();
+        v.state = state;
         Tracked::new(v, at(100))
     }
 
@@ -279,7 +282,7 @@ mod tests {
 
     #[test]
     fn idle_counts_from_the_last_keystroke_or_restart_of_the_clock() {
-        let mut t = tracked("running");
+        let mut t = tracked(Phase::Running);
         t.view.last_activity_at = Some(at(50));
         assert!(kinds(&t, 600).is_empty());
         let alerts = session_alerts(&t, &Thresholds::default(), at(700));
@@ -288,7 +291,7 @@ mod tests {
         assert!(alerts[0].text.contains("10m 50s"), "{}", alerts[0].text);
         // A resume after a long pause restarts the idle count.
         t.view.pauses.push(PauseView {
-            reason: "break".into(),
+            reason: PauseReason::Break,
             by: "tess".into(),
             note: None,
             start: at(60),
@@ -296,15 +299,15 @@ mod tests {
         });
         assert!(kinds(&t, 700).is_empty());
         // Not while paused: that has its own rule.
-        t.view.state = "paused".into();
+        t.view.state = Phase::Paused;
         assert!(!kinds(&t, 5000).contains(&AlertKind::Idle));
     }
 
     #[test]
     fn long_pauses_and_crash_recovery() {
-        let mut t = tracked("paused");
+        let mut t = tracked(Phase::Paused);
         t.view.pauses.push(PauseView {
-            reason: "crash_recovery".into(),
+            reason: PauseReason::CrashRecovery,
             by: "system".into(),
             note: None,
             start: at(0),
@@ -315,14 +318,14 @@ mod tests {
             kinds(&t, 1801),
             vec![AlertKind::CrashRecovery, AlertKind::LongPause]
         );
-        t.view.pauses[0].reason = "break".into();
+        t.view.pauses[0].reason = PauseReason::Break;
         let alerts = session_alerts(&t, &Thresholds::default(), at(3600));
         assert_eq!(alerts[0].text, "paused (break) for 1h");
     }
 
     #[test]
     fn score_drops_invalid_entries_and_a_failing_scorer() {
-        let mut t = tracked("running");
+        let mut t = tracked(Phase::Running);
         t.view.last_activity_at = Some(at(100));
         t.scores = vec![
             score(1, 0, Some(0.0), "start"),
@@ -348,7 +351,7 @@ mod tests {
 
     #[test]
     fn protected_file_changes_stay_flagged_even_after_the_end() {
-        let mut t = tracked("running");
+        let mut t = tracked(Phase::Running);
         t.view.last_activity_at = Some(at(100));
         t.scores = vec![
             score(1, 0, Some(0.0), "start"),
@@ -356,7 +359,7 @@ mod tests {
         ];
         assert_eq!(kinds(&t, 120), vec![AlertKind::ProtectedFile]);
         t.scores.push(score(3, 20, Some(0.2), "ok"));
-        t.view.state = "ended".into();
+        t.view.state = Phase::Ended;
         let alerts = session_alerts(&t, &Thresholds::default(), at(120));
         assert_eq!(alerts.len(), 1);
         assert_eq!(alerts[0].since, at(10));
@@ -364,7 +367,7 @@ mod tests {
 
     #[test]
     fn low_budget_and_exited_shells() {
-        let mut t = tracked("running");
+        let mut t = tracked(Phase::Running);
         t.view.last_activity_at = Some(at(100));
         t.view.active_s = 7200.0 - 901.0;
         t.synced_at = at(100);
@@ -388,7 +391,7 @@ mod tests {
         assert_eq!(alerts[0].since, at(90));
         // A session that has not started has no budget alert.
         t.view.started_at = None;
-        t.view.state = "created".into();
+        t.view.state = Phase::Created;
         assert_eq!(kinds(&t, 102), vec![AlertKind::ShellExited]);
     }
 }

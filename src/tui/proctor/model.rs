@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 
 use crate::protocol::{ExtensionView, NoteView, PauseView, ScoreView, SessionView};
+use crate::session::Phase;
 use crate::session::{Event, EventKind, ScoreEntry};
 
 /// A shell of the session that exited while it was live.
@@ -69,11 +70,11 @@ impl Tracked {
     }
 
     pub fn running(&self) -> bool {
-        self.view.state == "running"
+        self.view.state == Phase::Running
     }
 
     pub fn ended(&self) -> bool {
-        self.view.state == "ended"
+        self.view.state == Phase::Ended
     }
 
     /// Active time now: counted on locally while the clock runs.
@@ -139,7 +140,7 @@ impl Tracked {
             EventKind::Paused { reason, by, note } => {
                 if v.pauses.last().is_none_or(|p| p.end.is_some()) {
                     v.pauses.push(PauseView {
-                        reason: reason.to_string(),
+                        reason: *reason,
                         by: by.clone(),
                         note: note.clone(),
                         start: event.at,
@@ -183,7 +184,7 @@ impl Tracked {
                 signal,
             } => {
                 // Shells stopped because the session ended are no news.
-                if v.state != "ended" {
+                if v.state != Phase::Ended {
                     self.shell_exits.push(ShellExit {
                         shell: *shell,
                         code: *code,
@@ -194,7 +195,7 @@ impl Tracked {
             }
             EventKind::Exec(_) => v.last_activity_at = Some(event.at),
             EventKind::Ended { reason, note, .. } => {
-                v.end_reason = Some(reason.to_string());
+                v.end_reason = Some(*reason);
                 v.end_note = note.clone();
                 v.ended_at = Some(event.at);
                 if let Some(p) = v.pauses.last_mut().filter(|p| p.end.is_none()) {
@@ -206,9 +207,9 @@ impl Tracked {
             | EventKind::ShellOpened { .. }
             | EventKind::Usage { .. } => {}
         }
-        v.state = phase(v).to_string();
-        v.pause_reason = match v.state.as_str() {
-            "paused" => v.pauses.last().map(|p| p.reason.clone()),
+        v.state = phase(v);
+        v.pause_reason = match v.state {
+            Phase::Paused => v.pauses.last().map(|p| p.reason),
             _ => None,
         };
         v.remaining_s = (v.budget_s - v.active_s).max(0.0);
@@ -217,16 +218,16 @@ impl Tracked {
 }
 
 /// The session's state as the server derives it from the log.
-fn phase(v: &SessionView) -> &'static str {
+fn phase(v: &SessionView) -> Phase {
     let open_pause = v.pauses.last().is_some_and(|p| p.end.is_none());
     if v.end_reason.is_some() {
-        "ended"
+        Phase::Ended
     } else if v.started_at.is_some() && open_pause {
-        "paused"
+        Phase::Paused
     } else if v.started_at.is_some() {
-        "running"
+        Phase::Running
     } else {
-        "created"
+        Phase::Created
     }
 }
 
@@ -237,10 +238,7 @@ fn score_view(event: &Event, entry: &ScoreEntry, visible: bool, run: u32) -> Sco
         run,
         at: event.at,
         active_s: event.active_ms as f64 / 1000.0,
-        phase: serde_json::to_value(entry.phase)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from))
-            .unwrap_or_default(),
+        phase: entry.phase,
         raw: entry.raw,
         normalized: entry.normalized,
         valid: Some(entry.valid),
@@ -374,12 +372,12 @@ pub mod tests {
                 note: Some("check".into()),
             },
         ));
-        assert_eq!(t.view.state, "paused");
-        assert_eq!(t.view.pause_reason.as_deref(), Some("proctor"));
+        assert_eq!(t.view.state, Phase::Paused);
+        assert_eq!(t.view.pause_reason, Some(PauseReason::Proctor));
         // The clock stands still while paused.
         assert_eq!(t.active_s(at(900)), 200.0);
         t.apply(&ev(6, 200, EventKind::Resumed { by: by() }));
-        assert_eq!(t.view.state, "running");
+        assert_eq!(t.view.state, Phase::Running);
         assert_eq!(t.active_since(), Some(at(200)));
         t.apply(&ev(
             7,
@@ -431,8 +429,8 @@ pub mod tests {
                 note: None,
             },
         ));
-        assert_eq!(t.view.state, "ended");
-        assert_eq!(t.view.end_reason.as_deref(), Some("ended_by_proctor"));
+        assert_eq!(t.view.state, Phase::Ended);
+        assert_eq!(t.view.end_reason, Some(EndReason::EndedByProctor));
     }
 
     #[test]

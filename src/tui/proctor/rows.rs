@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use super::alerts::{Alert, AlertKind, session_alerts};
 use super::model::{Fleet, Tracked, seconds_between};
 use super::settings::Thresholds;
+use crate::session::{EndReason, Kind, PauseReason, Phase};
 
 /// The last score of a session, as the table shows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,13 +20,13 @@ pub enum LastScore {
 pub struct Row {
     pub id: String,
     pub participant: String,
-    pub kind: String,
+    pub kind: Kind,
     pub environment: String,
     /// The environment hides scores from the participant (we see them anyway).
     pub hidden: bool,
-    pub state: String,
-    pub pause_reason: Option<String>,
-    pub end_reason: Option<String>,
+    pub state: Phase,
+    pub pause_reason: Option<PauseReason>,
+    pub end_reason: Option<EndReason>,
     pub active_s: f64,
     pub budget_s: f64,
     pub remaining_s: f64,
@@ -50,16 +51,16 @@ impl Row {
                 _ => LastScore::Invalid,
             },
         };
-        let live = v.state == "running" || v.state == "paused";
+        let live = v.state == Phase::Running || v.state == Phase::Paused;
         Row {
             id: v.id.clone(),
             participant: v.participant.clone(),
-            kind: v.kind.clone(),
+            kind: v.kind,
             environment: v.environment.clone(),
             hidden: !v.visible,
-            state: v.state.clone(),
-            pause_reason: v.pause_reason.clone(),
-            end_reason: v.end_reason.clone(),
+            state: v.state,
+            pause_reason: v.pause_reason,
+            end_reason: v.end_reason,
             active_s: t.active_s(now),
             budget_s: v.budget_s,
             remaining_s: t.remaining_s(now),
@@ -71,7 +72,7 @@ impl Row {
                 .last()
                 .filter(|_| live)
                 .map(|s| shown_age(seconds_between(s.at, now))),
-            idle_s: if v.state == "running" {
+            idle_s: if v.state == Phase::Running {
                 t.active_since()
                     .map(|s| shown_age(seconds_between(s, now).max(0.0)))
             } else {
@@ -132,14 +133,14 @@ impl StateFilter {
         }
     }
 
-    fn matches(&self, state: &str) -> bool {
+    fn matches(&self, state: Phase) -> bool {
         match self {
             StateFilter::All => true,
-            StateFilter::Live => state == "running" || state == "paused",
-            StateFilter::Running => state == "running",
-            StateFilter::Paused => state == "paused",
-            StateFilter::Created => state == "created",
-            StateFilter::Ended => state == "ended",
+            StateFilter::Live => matches!(state, Phase::Running | Phase::Paused),
+            StateFilter::Running => state == Phase::Running,
+            StateFilter::Paused => state == Phase::Paused,
+            StateFilter::Created => state == Phase::Created,
+            StateFilter::Ended => state == Phase::Ended,
         }
     }
 
@@ -200,7 +201,7 @@ pub struct View {
     /// An environment id, or every environment.
     pub environment: Option<String>,
     /// `human` or `agent`, or both.
-    pub kind: Option<String>,
+    pub kind: Option<Kind>,
     pub alerts_only: bool,
     /// Part of a participant's name (case-insensitive).
     pub search: String,
@@ -224,7 +225,7 @@ impl Default for View {
 
 impl View {
     pub fn matches(&self, row: &Row) -> bool {
-        self.state.matches(&row.state)
+        self.state.matches(row.state)
             && self
                 .environment
                 .as_ref()
@@ -240,11 +241,11 @@ impl View {
 
     pub fn sort(&self, rows: &mut [Row]) {
         use std::cmp::Ordering;
-        let state_rank = |s: &str| match s {
-            "running" => 0,
-            "paused" => 1,
-            "created" => 2,
-            _ => 3,
+        let state_rank = |s: Phase| match s {
+            Phase::Running => 0,
+            Phase::Paused => 1,
+            Phase::Created => 2,
+            Phase::Ended => 3,
         };
         // Highest first; rows without a value go last.
         let highest_first = |a: Option<f64>, b: Option<f64>| match (a, b) {
@@ -259,11 +260,11 @@ impl View {
                     (Some(x), Some(y)) => x.cmp(&y).then(b.alerts.len().cmp(&a.alerts.len())),
                     (Some(_), None) => Ordering::Less,
                     (None, Some(_)) => Ordering::Greater,
-                    (None, None) => state_rank(&a.state).cmp(&state_rank(&b.state)),
+                    (None, None) => state_rank(a.state).cmp(&state_rank(b.state)),
                 },
                 SortKey::Participant => a.participant.cmp(&b.participant),
                 SortKey::Environment => a.environment.cmp(&b.environment),
-                SortKey::State => state_rank(&a.state).cmp(&state_rank(&b.state)),
+                SortKey::State => state_rank(a.state).cmp(&state_rank(b.state)),
                 SortKey::Remaining => a.remaining_s.total_cmp(&b.remaining_s),
                 // Best first, most idle first: what a proctor looks for.
                 SortKey::Best => highest_first(a.best, b.best),
@@ -286,7 +287,7 @@ impl View {
             "env {}",
             self.environment.as_deref().unwrap_or("all")
         ));
-        parts.push(format!("kind {}", self.kind.as_deref().unwrap_or("all")));
+        parts.push(format!("kind {}", self.kind.map_or("all", |k| k.as_str())));
         if self.alerts_only {
             parts.push("alerts only".into());
         }
@@ -328,19 +329,19 @@ mod tests {
     fn fleet() -> Fleet {
         let mut fleet = Fleet::default();
         for (id, who, state, env, kind, idle_from) in [
-            ("a1", "alice", "running", "fixed", "human", 0),
-            ("b2", "bob", "paused", "fixed", "agent", 1000),
-            ("c3", "carol", "running", "kernel", "agent", 1000),
-            ("d4", "dave", "ended", "kernel", "human", 1000),
+            ("a1", "alice", Phase::Running, "fixed", Kind::Human, 0),
+            ("b2", "bob", Phase::Paused, "fixed", Kind::Agent, 1000),
+            ("c3", "carol", Phase::Running, "kernel", Kind::Agent, 1000),
+            ("d4", "dave", Phase::Ended, "kernel", Kind::Human, 1000),
         ] {
             let mut v = view(id);
             v.participant = who.into();
-            v.state = state.into();
+            v.state = state;
             v.environment = env.into();
-            v.kind = kind.into();
+            v.kind = kind;
             v.last_activity_at = Some(at(idle_from));
-            if state == "ended" {
-                v.end_reason = Some("submitted".into());
+            if state == Phase::Ended {
+                v.end_reason = Some(EndReason::Submitted);
             }
             fleet.load_show(v, at(1000));
         }
@@ -366,7 +367,7 @@ mod tests {
         assert_eq!(ids(&table(&fleet, &view, &limits, now)), ["a1"]);
         view.alerts_only = false;
         view.state = StateFilter::Live;
-        view.kind = Some("agent".into());
+        view.kind = Some(Kind::Agent);
         assert_eq!(ids(&table(&fleet, &view, &limits, now)), ["c3", "b2"]);
         view = View {
             environment: Some("kernel".into()),

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use super::model::{Fleet, ShellExit, Tracked};
 use crate::protocol::{ExtensionView, NoteView, PauseView, ScoreView, SessionView};
 use crate::session::event::ExecRecord;
-use crate::session::{Event, EventKind, ScoreEntry, ScorePhase};
+use crate::session::{EndReason, Event, EventKind, PauseReason, Phase, ScoreEntry, ScorePhase};
 
 /// A fixed wall time: `secs` after the samples' epoch.
 pub fn at(secs: i64) -> DateTime<Utc> {
@@ -54,7 +54,11 @@ pub fn score(seq: u64, secs: i64, normalized: Option<f64>, message: &str) -> Sco
         run: 0,
         at: at(secs),
         active_s: (secs - 60).max(0) as f64,
-        phase: if seq == 1 { "starting" } else { "intermediate" }.into(),
+        phase: if seq == 1 {
+            ScorePhase::Starting
+        } else {
+            ScorePhase::Intermediate
+        },
         raw: normalized.map(|n| 4.76 * (1.0 - n) + 1.6 * n),
         normalized,
         valid: Some(normalized.is_some()),
@@ -73,11 +77,11 @@ fn tracked(spec: &Spec, scores: Vec<ScoreView>) -> Tracked {
     Tracked::new(v, now())
 }
 
-fn pause(v: &mut SessionView, reason: &str, by: &str, note: Option<&str>, start: i64) {
-    v.state = "paused".into();
-    v.pause_reason = Some(reason.into());
+fn pause(v: &mut SessionView, reason: PauseReason, by: &str, note: Option<&str>, start: i64) {
+    v.state = Phase::Paused;
+    v.pause_reason = Some(reason);
     v.pauses.push(PauseView {
-        reason: reason.into(),
+        reason,
         by: by.into(),
         note: note.map(String::from),
         start: at(start),
@@ -213,7 +217,7 @@ pub fn showcase() -> Fleet {
         &spec("g1u7ke", "gus", "prefix-sum", "human", "paused", 3000.0, h8),
         steady(),
     );
-    pause(&mut long_pause.view, "break", "gus", None, 4800);
+    pause(&mut long_pause.view, PauseReason::Break, "gus", None, 4800);
     add(long_pause);
     let mut crashed = tracked(
         &spec(
@@ -227,7 +231,13 @@ pub fn showcase() -> Fleet {
         ),
         steady(),
     );
-    pause(&mut crashed.view, "crash_recovery", "system", None, 7000);
+    pause(
+        &mut crashed.view,
+        PauseReason::CrashRecovery,
+        "system",
+        None,
+        7000,
+    );
     add(crashed);
     let mut exited = tracked(
         &spec(
@@ -298,7 +308,7 @@ pub fn showcase() -> Fleet {
         ),
         steady(),
     );
-    done.view.end_reason = Some("submitted".into());
+    done.view.end_reason = Some(EndReason::Submitted);
     done.view.ended_at = Some(at(7000));
     done.view.notes.push(NoteView {
         at: at(6000),

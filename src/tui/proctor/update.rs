@@ -8,6 +8,7 @@ use super::detail::{Detail, Pane};
 use super::dialog::{ActionKind, Dialog, Outcome, Submission};
 use super::rows::View;
 use crate::protocol::Request;
+use crate::session::{Kind, Phase};
 
 /// Rows a page key moves.
 const PAGE: isize = 10;
@@ -171,10 +172,10 @@ impl App {
             KeyCode::Char('f') => self.view.state = self.view.state.next(),
             KeyCode::Char('e') => self.view.environment = self.next_environment(),
             KeyCode::Char('t') => {
-                self.view.kind = match self.view.kind.as_deref() {
-                    None => Some("human".into()),
-                    Some("human") => Some("agent".into()),
-                    _ => None,
+                self.view.kind = match self.view.kind {
+                    None => Some(Kind::Human),
+                    Some(Kind::Human) => Some(Kind::Agent),
+                    Some(Kind::Agent) => None,
                 }
             }
             KeyCode::Char('!') => self.view.alerts_only = !self.view.alerts_only,
@@ -322,12 +323,12 @@ impl App {
         let Some(t) = self.fleet.get(&id) else {
             return Vec::new();
         };
-        let state = t.view.state.as_str();
+        let state = t.view.state;
         let refusal = match kind {
-            _ if state == "ended" => Some("has ended"),
-            ActionKind::Begin if state != "created" => Some("has started already"),
-            ActionKind::Pause if state != "running" => Some("is not running"),
-            ActionKind::Resume if state != "paused" => Some("is not paused"),
+            _ if state == Phase::Ended => Some("has ended"),
+            ActionKind::Begin if state != Phase::Created => Some("has started already"),
+            ActionKind::Pause if state != Phase::Running => Some("is not running"),
+            ActionKind::Resume if state != Phase::Paused => Some("is not paused"),
             _ => None,
         };
         if let Some(why) = refusal {
@@ -352,9 +353,9 @@ impl App {
             .iter()
             .filter_map(|id| self.fleet.get(id))
             .filter(|t| match kind {
-                ActionKind::Pause => t.view.state == "running",
-                ActionKind::Resume => t.view.state == "paused",
-                _ => t.view.state != "ended",
+                ActionKind::Pause => t.view.state == Phase::Running,
+                ActionKind::Resume => t.view.state == Phase::Paused,
+                _ => t.view.state != Phase::Ended,
             })
             .map(|t| (t.view.id.clone(), t.view.participant.clone()))
             .collect();
@@ -370,7 +371,10 @@ impl App {
     }
 
     pub fn open_detail(&mut self, id: &str) -> Vec<Effect> {
-        let agent = self.fleet.get(id).is_some_and(|t| t.view.kind == "agent");
+        let agent = self
+            .fleet
+            .get(id)
+            .is_some_and(|t| t.view.kind == Kind::Agent);
         let mut effects = self.close_detail();
         self.detail = Some(Detail::new(id, agent));
         self.screen = Screen::Detail;
@@ -497,7 +501,7 @@ mod tests {
             .fleet
             .sessions
             .values()
-            .filter(|t| t.view.state == "running")
+            .filter(|t| t.view.state == Phase::Running)
             .map(|t| t.view.id.clone())
             .collect();
         assert_eq!(d.target_count(), running.len(), "only the running ones");

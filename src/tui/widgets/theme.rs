@@ -2,6 +2,7 @@
 //! with plain attributes (bold, reverse, dim) instead. (The shell's own
 //! colours are the programs' business.)
 
+use crate::session::Phase;
 use ratatui::style::{Color, Modifier, Style};
 
 /// How urgent the remaining time is (colour steps at 1 h, 15 min and 5 min).
@@ -80,19 +81,19 @@ impl Theme {
     }
 
     /// The state badge: RUNNING / PAUSED / ENDED.
-    pub fn state(&self, state: &str) -> Style {
+    pub fn state(&self, state: Phase) -> Style {
         let base = Style::default().add_modifier(Modifier::BOLD);
         if !self.color {
             return match state {
-                "running" => base,
+                Phase::Running => base,
                 _ => base.add_modifier(Modifier::REVERSED),
             };
         }
         match state {
-            "running" => base.fg(Color::Black).bg(Color::Green),
-            "paused" => base.fg(Color::Black).bg(Color::Yellow),
-            "ended" => base.fg(Color::White).bg(Color::Red),
-            _ => base.fg(Color::Black).bg(Color::Gray),
+            Phase::Running => base.fg(Color::Black).bg(Color::Green),
+            Phase::Paused => base.fg(Color::Black).bg(Color::Yellow),
+            Phase::Ended => base.fg(Color::White).bg(Color::Red),
+            Phase::Created => base.fg(Color::Black).bg(Color::Gray),
         }
     }
 

@@ -9,6 +9,7 @@ use ratatui::layout::Rect;
 
 use crate::protocol::{Request, SessionView};
 use crate::session::Event;
+use crate::session::Phase;
 
 use super::config::Config;
 use super::layout;
@@ -241,10 +242,10 @@ impl App {
         // No clock runs for us while the server is away (a shutdown paused
         // the session; a restart after a crash pauses it too).
         if let Some(v) = &mut self.view
-            && v.state == "running"
+            && v.state == Phase::Running
         {
-            v.state = "paused".into();
-            v.pause_reason = shutdown.then(|| "server_shutdown".to_string());
+            v.state = Phase::Paused;
+            v.pause_reason = shutdown.then_some(crate::session::PauseReason::ServerShutdown);
         }
         self.tabs.clear();
         self.active_tab = 0;
@@ -290,16 +291,17 @@ impl App {
         Effect::Send(pending, build(self.session.clone()))
     }
 
-    pub fn state(&self) -> &str {
-        self.view.as_ref().map(|v| v.state.as_str()).unwrap_or("")
+    /// The session's state (None before the first view).
+    pub fn state(&self) -> Option<Phase> {
+        self.view.as_ref().map(|v| v.state)
     }
 
     pub fn running(&self) -> bool {
-        self.state() == "running"
+        self.state() == Some(Phase::Running)
     }
 
     pub fn ended(&self) -> bool {
-        self.state() == "ended"
+        self.state() == Some(Phase::Ended)
     }
 
     /// Whether the participant may end the current pause themselves (not a
@@ -307,14 +309,13 @@ impl App {
     pub fn pause_is_mine(&self) -> bool {
         self.view
             .as_ref()
-            .and_then(|v| v.pause_reason.as_deref())
-            .and_then(|r| r.parse::<crate::session::PauseReason>().ok())
+            .and_then(|v| v.pause_reason)
             .is_none_or(|r| r.participant_may_resume())
     }
 
     /// The note of the pause in force (a proctor's "why").
     pub fn open_pause_note(&self) -> Option<&str> {
-        let v = self.view.as_ref().filter(|v| v.state == "paused")?;
+        let v = self.view.as_ref().filter(|v| v.state == Phase::Paused)?;
         v.pauses
             .iter()
             .rev()

@@ -6,6 +6,7 @@ use serde::de::DeserializeOwned;
 use crate::protocol::{
     AttachMode, AttachReply, ErrorCode, Request, ScoreView, SessionView, ShellInfo,
 };
+use crate::session::Phase;
 use crate::session::{Event, EventKind, PauseReason};
 
 use super::app::{Action, App, Effect, Exit, Pending, ReplyError, Screen};
@@ -76,9 +77,10 @@ impl App {
     /// How to leave when the connection broke: the server says why it goes
     /// before it goes (its shutdown pause arrives first).
     pub fn exit_for_lost(&self, why: String) -> Exit {
-        let shut_down = self.view.as_ref().is_some_and(|v| {
-            v.pause_reason.as_deref() == Some(PauseReason::ServerShutdown.as_str())
-        });
+        let shut_down = self
+            .view
+            .as_ref()
+            .is_some_and(|v| v.pause_reason == Some(PauseReason::ServerShutdown));
         if shut_down {
             Exit::ServerShutdown
         } else {
@@ -243,8 +245,8 @@ impl App {
             self.check_warnings(effects);
         }
         let target = match self.state() {
-            "created" => Screen::Start,
-            "ended" => Screen::Summary,
+            Some(Phase::Created) => Screen::Start,
+            Some(Phase::Ended) => Screen::Summary,
             _ => Screen::Workspace,
         };
         if target != self.screen {
@@ -335,8 +337,8 @@ impl App {
             }
             EventKind::Paused { reason, .. } => {
                 if let Some(v) = &mut self.view {
-                    v.state = "paused".into();
-                    v.pause_reason = Some(reason.to_string());
+                    v.state = Phase::Paused;
+                    v.pause_reason = Some(*reason);
                     v.active_s = event.active_ms as f64 / 1000.0;
                     v.remaining_s = (v.budget_s - v.active_s).max(0.0);
                 }
@@ -345,9 +347,9 @@ impl App {
             }
             EventKind::Resumed { .. } => {
                 if let Some(v) = &mut self.view
-                    && v.state == "paused"
+                    && v.state == Phase::Paused
                 {
-                    v.state = "running".into();
+                    v.state = Phase::Running;
                     v.pause_reason = None;
                 }
                 self.synced_at_s = self.now_s;
@@ -356,7 +358,7 @@ impl App {
             EventKind::Ended { .. } => {
                 // Input stops at once; the summary fills in with the next view.
                 if let Some(v) = &mut self.view {
-                    v.state = "ended".into();
+                    v.state = Phase::Ended;
                 }
                 true
             }

@@ -6,6 +6,7 @@ use ratatui::layout::{Position, Rect};
 
 use crate::protocol::{Request, b64_encode};
 use crate::session::PauseReason;
+use crate::session::Phase;
 
 use super::app::{Action, App, Effect, Exit, Overlay, Pending, Screen};
 use super::prefix::{Command, Outcome};
@@ -152,14 +153,14 @@ impl App {
         if !self.running() {
             let why = match self.state() {
                 // Not theirs to end: no resume key that would be refused.
-                "paused" if !self.pause_is_mine() => {
+                Some(Phase::Paused) if !self.pause_is_mine() => {
                     "paused: input is not sent until the pause ends".to_string()
                 }
-                "paused" => format!(
+                Some(Phase::Paused) => format!(
                     "paused: input is not sent. {} p resumes",
                     self.prefix.key.label()
                 ),
-                "ended" => "the session has ended".to_string(),
+                Some(Phase::Ended) => "the session has ended".to_string(),
                 _ => "the clock has not started".to_string(),
             };
             self.notify(why);
@@ -222,13 +223,9 @@ impl App {
                 }
             }
             Command::PauseResume => match self.state() {
-                "running" => self.overlay = Some(Overlay::PauseChoice),
-                "paused" => {
-                    let reason = self
-                        .view
-                        .as_ref()
-                        .and_then(|v| v.pause_reason.as_deref())
-                        .and_then(|r| r.parse::<PauseReason>().ok());
+                Some(Phase::Running) => self.overlay = Some(Overlay::PauseChoice),
+                Some(Phase::Paused) => {
+                    let reason = self.view.as_ref().and_then(|v| v.pause_reason);
                     match reason {
                         Some(r) if !r.participant_may_resume() => self.notify_error(format!(
                             "this pause ({r}) is not yours to end; the proctor resumes it"

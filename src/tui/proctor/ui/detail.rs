@@ -13,6 +13,7 @@ use tui_term::widget::{Cursor, PseudoTerminal};
 use super::alert_list::truncate;
 use super::{alert_style, fg, short_duration, state_style, state_text};
 use crate::protocol::ScoreView;
+use crate::session::ScorePhase;
 use crate::tui::proctor::app::App;
 use crate::tui::proctor::detail::{Detail, Pane};
 use crate::tui::proctor::model::Tracked;
@@ -72,8 +73,8 @@ fn draw_identity(app: &App, t: &Tracked, frame: &mut Frame, area: Rect) {
         Span::styled(format!("{} · ", v.id), theme.dim()),
         Span::raw(format!("{} — {} · {} · ", v.environment, v.title, v.kind)),
         Span::styled(
-            state_text(&v.state, v.pause_reason.as_deref(), v.end_reason.as_deref()),
-            state_style(theme, &v.state),
+            state_text(v.state, v.pause_reason, v.end_reason),
+            state_style(theme, v.state),
         ),
     ];
     // An ended session has no time left, only the time it used.
@@ -427,7 +428,7 @@ fn draw_log(app: &App, d: &Detail, t: &Tracked, frame: &mut Frame, area: Rect) {
     let width = inner.width.saturating_sub(9) as usize;
     let mut lines = Vec::new();
     for s in t.scores.iter().rev() {
-        let time = if s.phase == "starting" {
+        let time = if s.phase == ScorePhase::Starting {
             "start".to_string()
         } else {
             format::clock(s.active_s)
@@ -449,7 +450,7 @@ fn draw_log(app: &App, d: &Detail, t: &Tracked, frame: &mut Frame, area: Rect) {
                 spans.push(Span::raw(s.message.clone()));
             }
         }
-        if s.phase == "final" {
+        if s.phase == ScorePhase::Final {
             spans.push(Span::styled(" (final)", theme.key()));
         }
         lines.push(Line::from(spans));
@@ -479,7 +480,7 @@ fn timeline(app: &App, t: &Tracked) -> Vec<(DateTime<Utc>, Line<'static>)> {
             Some(end) => format::human_duration((end - p.start).num_seconds() as f64),
             None => "ongoing".into(),
         };
-        let mut text = format!("{} by {} ({how_long})", p.reason.replace('_', " "), p.by);
+        let mut text = format!("{} by {} ({how_long})", p.reason.label(), p.by);
         if let Some(note) = &p.note {
             text.push_str(&format!(": {note}"));
         }

@@ -14,6 +14,7 @@ use ratatui::widgets::{Paragraph, Wrap};
 
 use super::alerts::AlertKind;
 use super::app::{App, Screen};
+use crate::session::{EndReason, PauseReason, Phase};
 use crate::tui::widgets::theme::Theme;
 
 /// Below this the dashboard cannot show a useful row; it says so instead.
@@ -61,7 +62,7 @@ fn draw_dashboard(app: &App, frame: &mut Frame, area: Rect) {
 
 fn draw_header(app: &App, frame: &mut Frame, area: Rect) {
     let theme = &app.theme;
-    let count = |state: &str| {
+    let count = |state: Phase| {
         app.fleet
             .sessions
             .values()
@@ -95,16 +96,16 @@ fn draw_header(app: &App, frame: &mut Frame, area: Rect) {
         let full = format!(
             "{} sessions · {} running · {} paused · {} not started · {} ended",
             app.fleet.sessions.len(),
-            count("running"),
-            count("paused"),
-            count("created"),
-            count("ended")
+            count(Phase::Running),
+            count(Phase::Paused),
+            count(Phase::Created),
+            count(Phase::Ended)
         );
         // Narrow windows get the counts that call for action, whole words.
         let short = format!(
             "{} sessions · {} paused",
             app.fleet.sessions.len(),
-            count("paused")
+            count(Phase::Paused)
         );
         let used: usize = spans.iter().map(|s| s.width()).sum();
         let room = (area.width as usize).saturating_sub(used + 3 + 10 + 7);
@@ -222,30 +223,33 @@ pub(super) fn fg(theme: &Theme, color: Color) -> Style {
 }
 
 /// How a session's state reads in a cell: `RUNNING`, `PAUSED proctor`.
-pub(super) fn state_text(state: &str, pause: Option<&str>, end: Option<&str>) -> String {
+pub(super) fn state_text(
+    state: Phase,
+    pause: Option<PauseReason>,
+    end: Option<EndReason>,
+) -> String {
     match state {
-        "created" => "NOT STARTED".into(),
-        "running" => "RUNNING".into(),
-        "paused" => match pause {
-            Some(r) => format!("PAUSED {}", r.replace('_', " ")),
+        Phase::Created => "NOT STARTED".into(),
+        Phase::Running => "RUNNING".into(),
+        Phase::Paused => match pause {
+            Some(r) => format!("PAUSED {}", r.label()),
             None => "PAUSED".into(),
         },
-        "ended" => match end {
-            Some("ended_by_proctor") => "ENDED by proctor".into(),
-            Some("budget_exhausted") => "ENDED out of time".into(),
-            Some(r) => format!("ENDED {}", r.replace('_', " ")),
+        Phase::Ended => match end {
+            Some(EndReason::EndedByProctor) => "ENDED by proctor".into(),
+            Some(EndReason::BudgetExhausted) => "ENDED out of time".into(),
+            Some(r) => format!("ENDED {}", r.label()),
             None => "ENDED".into(),
         },
-        other => other.to_uppercase(),
     }
 }
 
-pub(super) fn state_style(theme: &Theme, state: &str) -> Style {
+pub(super) fn state_style(theme: &Theme, state: Phase) -> Style {
     match state {
-        "running" => fg(theme, Color::Green),
-        "paused" => fg(theme, Color::Yellow).add_modifier(Modifier::BOLD),
-        "ended" => theme.dim(),
-        _ => Style::default(),
+        Phase::Running => fg(theme, Color::Green),
+        Phase::Paused => fg(theme, Color::Yellow).add_modifier(Modifier::BOLD),
+        Phase::Ended => theme.dim(),
+        Phase::Created => Style::default(),
     }
 }
 

@@ -7,6 +7,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row as TableRow, Table, TableState};
 
 use super::{alert_style, short_duration, state_style, state_text};
+use crate::session::Phase;
 use crate::tui::proctor::app::{App, Focus};
 use crate::tui::proctor::rows::{LastScore, Row};
 use crate::tui::widgets::format;
@@ -130,7 +131,7 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
 fn table_row<'a>(app: &App, r: &'a Row, columns: &[(Column, &str, u16)]) -> TableRow<'a> {
     let theme = &app.theme;
     let urgency = Urgency::of(r.remaining_s);
-    let live = r.state == "running" || r.state == "paused";
+    let live = r.state == Phase::Running || r.state == Phase::Paused;
     let time_style = if live {
         theme.countdown(urgency)
     } else {
@@ -155,8 +156,8 @@ fn table_row<'a>(app: &App, r: &'a Row, columns: &[(Column, &str, u16)]) -> Tabl
                 Cell::from(Line::from(spans))
             }
             Column::State => Cell::from(Span::styled(
-                state_text(&r.state, r.pause_reason.as_deref(), r.end_reason.as_deref()),
-                state_style(theme, &r.state),
+                state_text(r.state, r.pause_reason, r.end_reason),
+                state_style(theme, r.state),
             )),
             Column::Used => Cell::from(format!(
                 "{} / {}",
@@ -165,7 +166,7 @@ fn table_row<'a>(app: &App, r: &'a Row, columns: &[(Column, &str, u16)]) -> Tabl
             )),
             Column::Bar => Cell::from(Span::styled(bar(r.active_s, r.budget_s), time_style)),
             // An ended session has no time left to spend.
-            Column::Left if r.state == "ended" => Cell::from(dash()),
+            Column::Left if r.state == Phase::Ended => Cell::from(dash()),
             Column::Left => Cell::from(Span::styled(format::clock(r.remaining_s), time_style)),
             Column::Count => Cell::from(r.score_count.to_string()),
             Column::Best => Cell::from(match r.best {

@@ -5,6 +5,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
+use crate::session::Phase;
 use crate::tui::workspace::app::{App, NoticeLevel, Screen};
 
 /// (key, what) pairs for the footer, by situation.
@@ -41,14 +42,14 @@ pub fn hints(app: &App) -> Vec<(String, &'static str)> {
             ("g/G".into(), "top/bottom"),
             ("Esc".into(), "back to the shell"),
         ],
-        Screen::Workspace if app.state() == "paused" && app.pause_is_mine() => vec![
+        Screen::Workspace if app.state() == Some(Phase::Paused) && app.pause_is_mine() => vec![
             (with("p"), "resume"),
             (with("n"), "note"),
             (with("d"), "detach"),
             (with("?"), "help"),
         ],
         // Not theirs to end: no resume key that would only be refused.
-        Screen::Workspace if app.state() == "paused" => vec![
+        Screen::Workspace if app.state() == Some(Phase::Paused) => vec![
             (with("n"), "note"),
             (with("d"), "detach"),
             (with("?"), "help"),

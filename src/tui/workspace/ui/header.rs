@@ -7,6 +7,8 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{LineGauge, Paragraph};
 
+use crate::session::Phase;
+use crate::session::ScorePhase;
 use crate::tui::widgets::format;
 use crate::tui::workspace::app::App;
 
@@ -46,18 +48,17 @@ pub fn state_label(app: &App) -> String {
     let Some(view) = &app.view else {
         return "CONNECTING".into();
     };
-    match view.state.as_str() {
-        "created" => "NOT STARTED".into(),
-        "running" => "RUNNING".into(),
-        "paused" => match &view.pause_reason {
-            Some(r) => format!("PAUSED ({})", r.replace('_', " ")),
+    match view.state {
+        Phase::Created => "NOT STARTED".into(),
+        Phase::Running => "RUNNING".into(),
+        Phase::Paused => match &view.pause_reason {
+            Some(r) => format!("PAUSED ({})", r.label()),
             None => "PAUSED".into(),
         },
-        "ended" => match &view.end_reason {
-            Some(r) => format!("ENDED ({})", r.replace('_', " ")),
+        Phase::Ended => match &view.end_reason {
+            Some(r) => format!("ENDED ({})", r.label()),
             None => "ENDED".into(),
         },
-        other => other.to_uppercase(),
     }
 }
 
@@ -83,7 +84,7 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
         .unwrap_or_default();
     let mut state_line = vec![Span::styled(
         format!(" {} ", state_label(app)),
-        theme.state(&view.state),
+        theme.state(view.state),
     )];
     if let Some(since) = app.scoring_since_s {
         state_line.push(Span::raw("  "));
@@ -174,7 +175,10 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
 fn compact_scores<'a>(app: &App, view: &crate::protocol::SessionView) -> Vec<Span<'a>> {
     let theme = &app.theme;
     let scores = view.scores.as_deref().unwrap_or(&[]);
-    let runs = scores.iter().filter(|s| s.phase != "starting").count();
+    let runs = scores
+        .iter()
+        .filter(|s| s.phase != ScorePhase::Starting)
+        .count();
     let runs_text = match runs {
         1 => "1 run".to_string(),
         n => format!("{n} runs"),
@@ -192,7 +196,7 @@ fn compact_scores<'a>(app: &App, view: &crate::protocol::SessionView) -> Vec<Spa
     let last = scores
         .iter()
         .rev()
-        .find(|s| s.phase != "starting")
+        .find(|s| s.phase != ScorePhase::Starting)
         .map(|s| match (s.valid, s.normalized) {
             (Some(true), Some(n)) => format::normalized(n),
             _ => "invalid".into(),

@@ -8,6 +8,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 use tui_term::widget::{Cursor, PseudoTerminal};
 
 use crate::session::PauseReason;
+use crate::session::Phase;
 use crate::tui::workspace::app::App;
 
 pub fn draw_tabs(app: &App, frame: &mut Frame, area: Rect) {
@@ -70,7 +71,7 @@ pub fn draw_pane(app: &App, frame: &mut Frame, area: Rect) {
             frame.set_cursor_position(Position::new(area.x + col, area.y + row));
         }
     }
-    if app.state() == "paused" {
+    if app.state() == Some(Phase::Paused) {
         dim(app, frame, area);
         draw_paused_notice(app, frame, area);
     }
@@ -93,26 +94,22 @@ fn dim(app: &App, frame: &mut Frame, area: Rect) {
 
 fn draw_paused_notice(app: &App, frame: &mut Frame, area: Rect) {
     let theme = &app.theme;
-    let reason = app
-        .view
-        .as_ref()
-        .and_then(|v| v.pause_reason.clone())
-        .unwrap_or_default();
+    let reason = app.view.as_ref().and_then(|v| v.pause_reason);
     let prefix = app.prefix.key.label();
-    let mine = reason
-        .parse::<PauseReason>()
-        .map(|r| r.participant_may_resume())
-        .unwrap_or(true);
+    let mine = reason.is_none_or(|r| r.participant_may_resume());
     let how = if mine {
         format!("Press {prefix} p to resume.")
-    } else if reason == "scoring" {
+    } else if reason == Some(PauseReason::Scoring) {
         "A final score is being taken.".to_string()
     } else {
         "The proctor paused this session and will resume it.".to_string()
     };
     let mut lines = vec![
         Line::styled(
-            format!("PAUSED ({})", reason.replace('_', " ")),
+            match reason {
+                Some(r) => format!("PAUSED ({})", r.label()),
+                None => "PAUSED".to_string(),
+            },
             theme.title(),
         ),
         Line::raw(""),

@@ -7,6 +7,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Padding, Paragraph, Wrap};
 
 use crate::protocol::SessionView;
+use crate::session::PauseReason;
+use crate::session::ScorePhase;
 use crate::tui::widgets::format;
 use crate::tui::widgets::theme::Theme;
 use crate::tui::workspace::app::App;
@@ -35,7 +37,7 @@ pub fn draw_start(app: &App, frame: &mut Frame, area: Rect) {
     let starting = view
         .scores
         .as_deref()
-        .and_then(|s| s.iter().find(|s| s.phase == "starting"));
+        .and_then(|s| s.iter().find(|s| s.phase == ScorePhase::Starting));
     let starting_text = match starting {
         Some(s) if s.hidden => "recorded (hidden in this environment)".to_string(),
         Some(s) => crate::tui::widgets::score::score_text(s, &view.unit),
@@ -165,7 +167,7 @@ fn pause_summary(view: &SessionView) -> (usize, f64) {
     let end = view.ended_at;
     view.pauses
         .iter()
-        .filter(|p| p.reason != "scoring")
+        .filter(|p| p.reason != PauseReason::Scoring)
         .fold((0, 0.0), |(n, total), p| {
             let until = p.end.or(end).unwrap_or(p.start);
             let secs = (until - p.start).num_milliseconds().max(0) as f64 / 1000.0;
@@ -193,16 +195,17 @@ pub fn draw_summary(app: &App, frame: &mut Frame, area: Rect) {
         }
     };
     let (pauses, paused_s) = pause_summary(view);
-    let runs = scores.iter().filter(|s| s.phase != "starting").count();
+    let runs = scores
+        .iter()
+        .filter(|s| s.phase != ScorePhase::Starting)
+        .count();
     let valid = scores
         .iter()
-        .filter(|s| s.phase != "starting" && s.valid == Some(true))
+        .filter(|s| s.phase != ScorePhase::Starting && s.valid == Some(true))
         .count();
     let reason = view
         .end_reason
-        .as_deref()
-        .map(|r| r.replace('_', " "))
-        .unwrap_or_else(|| "ended".into());
+        .map_or_else(|| "ended".to_string(), |r| r.label());
     let mut lines = vec![
         Line::styled(
             format!("Session ended — {reason}"),

@@ -8,6 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
 use crate::protocol::{ScoreView, SessionView};
+use crate::session::ScorePhase;
 use crate::tui::widgets::format;
 use crate::tui::widgets::score::{best_score, draw_chart, score_text};
 use crate::tui::widgets::theme::Theme;
@@ -145,7 +146,7 @@ fn draw_log(
     }
     for s in scores.iter().rev().take(rows) {
         // Scoring runs are numbered as everywhere else: start, #1, #2, …
-        let (run, time) = if s.phase == "starting" {
+        let (run, time) = if s.phase == ScorePhase::Starting {
             (String::new(), "start".to_string())
         } else {
             (format!("#{}", s.run), format::clock(s.active_s))
@@ -175,7 +176,7 @@ fn draw_log(
                 }
             }
         }
-        if s.phase == "final" {
+        if s.phase == ScorePhase::Final {
             spans.push(Span::styled(" (final)", theme.key()));
         }
         lines.push(Line::from(spans));
