@@ -15,12 +15,14 @@ use rebench::tui::workspace::config::Config;
 
 fn view_json(state: &str, remaining_s: f64) -> serde_json::Value {
     let budget_s = 7200.0;
+    // As the server's: a session past its start has a start time.
+    let started_at = (state != "created").then_some("2027-01-15T08:01:00Z");
     serde_json::json!({
         "id": "s1", "environment": "prefix-sum", "title": "Prefix sum", "profile": null,
         "participant": "alice", "kind": "human", "state": state, "pause_reason": null,
         "end_reason": null, "workspace": "/w", "budget_s": budget_s,
         "active_s": budget_s - remaining_s, "remaining_s": remaining_s,
-        "created_at": "2027-01-15T08:00:00Z", "started_at": null, "ended_at": null,
+        "created_at": "2027-01-15T08:00:00Z", "started_at": started_at, "ended_at": null,
         "metric": "runtime", "unit": "ms", "visible": true, "aggregate": "best",
         "allow_missing_hardware": false, "hardware_missing": [], "pauses": [],
         "extensions": [], "notes": [], "score_count": 1,
@@ -248,8 +250,17 @@ fn replies_without_a_score_log_keep_ours() {
     let mut paused = view_json("paused", 5000.0);
     paused["scores"] = serde_json::Value::Null;
     paused["pause_reason"] = "break".into();
-    let effects = app.update(reply(Pending::Pause, paused));
+    let effects = app.update(reply(Pending::Pause, paused.clone()));
     assert_eq!(app.view.as_ref().unwrap().scores.as_ref().unwrap().len(), 1);
+    // Pushed events keep our log current: no second round trip for it.
+    assert!(
+        !effects
+            .iter()
+            .any(|e| matches!(e, Effect::Send(Pending::Show, _)))
+    );
+    // Without a log of our own, it is read.
+    app.view.as_mut().unwrap().scores = None;
+    let effects = app.update(reply(Pending::Pause, paused));
     assert!(
         effects
             .iter()
@@ -305,8 +316,36 @@ fn a_score_typed_in_the_shell_shows_the_scoring_indicator_until_its_entry_arrive
             entry: Box::new(entry),
         },
     };
-    app.update(Action::SessionEvent(Box::new(event)));
+    let effects = app.update(Action::SessionEvent(Box::new(event)));
     assert_eq!(app.scoring_since_s, None);
+    // The entry joins our log from the push alone: no request for it.
+    let view = app.view.as_ref().unwrap();
+    let last = view.scores.as_ref().unwrap().last().unwrap();
+    assert_eq!((last.run, last.raw), (1, Some(100.0)));
+    assert_eq!(view.score_count, 2);
+    assert!(
+        !effects.iter().any(|e| matches!(e, Effect::Send(..))),
+        "{effects:?}"
+    );
+}
+
+#[test]
+fn pushed_pauses_and_resumes_cost_no_request() {
+    let mut app = running_app(5000.0);
+    let effects = app.update(event(EventKind::Paused {
+        reason: PauseReason::Proctor,
+        by: "ana (proctor)".into(),
+        note: Some("fire alarm".into()),
+    }));
+    assert!(effects.is_empty(), "{effects:?}");
+    assert_eq!(app.state(), Some(Phase::Paused));
+    assert_eq!(app.open_pause_note(), Some("fire alarm"));
+    assert!(!app.pause_is_mine());
+    let effects = app.update(event(EventKind::Resumed {
+        by: "ana (proctor)".into(),
+    }));
+    assert!(effects.is_empty(), "{effects:?}");
+    assert_eq!(app.state(), Some(Phase::Running));
 }
 
 #[test]

@@ -5,11 +5,13 @@
 //! `error` for a request id, or a pushed `event`. The first request of a
 //! connection must be `hello` with the protocol version. See docs/protocol.md.
 
+pub mod reduce;
 pub mod views;
 
 use serde::{Deserialize, Serialize};
 
 use crate::session::{Event, Kind, PauseReason};
+pub use reduce::Applied;
 pub use views::*;
 
 pub const PROTOCOL_VERSION: u32 = 1;

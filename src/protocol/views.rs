@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 use crate::environment::normalize::aggregate;
 use crate::session::state::Phase;
 use crate::session::state::ScoreRecord;
-use crate::session::{EndReason, Kind, PauseReason, ScorePhase, SessionMeta, SessionState};
+use crate::session::{
+    EndReason, Kind, PauseReason, ScoreEntry, ScorePhase, SessionMeta, SessionState,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Audience {
@@ -41,31 +43,78 @@ pub struct ScoreView {
     pub duration_ms: u64,
 }
 
+/// What an audience may see of a score entry: the one place this rule
+/// lives. Participants never see the scorer's details or output, and
+/// nothing of a hidden score but that one was recorded. The server filters
+/// every event and view it sends through this; clients build their copies
+/// from what it sent ([`ScoreView::from_entry`]).
+pub fn filter_entry(entry: &mut ScoreEntry, visible: bool, audience: Audience) {
+    if audience == Audience::Admin {
+        return;
+    }
+    entry.details = serde_json::Value::Null;
+    entry.output.clear();
+    if !visible {
+        entry.raw = None;
+        entry.normalized = None;
+        entry.valid = false;
+        entry.scorer_message = serde_json::Value::Null;
+        entry.message = HIDDEN_MESSAGE.into();
+    }
+}
+
 impl ScoreView {
     pub fn build(record: &ScoreRecord, visible: bool, audience: Audience) -> ScoreView {
-        let e = &record.entry;
-        let admin = audience == Audience::Admin;
-        let show_values = visible || admin;
-        ScoreView {
-            seq: record.seq,
-            run: record.run,
-            at: record.at,
-            active_s: record.active_ms as f64 / 1000.0,
-            phase: e.phase,
-            raw: if show_values { e.raw } else { None },
-            normalized: if show_values { e.normalized } else { None },
-            valid: if show_values { Some(e.valid) } else { None },
-            message: if show_values {
-                e.message.clone()
-            } else {
-                HIDDEN_MESSAGE.to_string()
+        ScoreView::from_entry(
+            ScoreSlot {
+                seq: record.seq,
+                run: record.run,
+                at: record.at,
+                active_ms: record.active_ms,
             },
+            &record.entry,
+            visible,
+            audience,
+        )
+    }
+
+    /// The view of one entry of the log, for `audience` (filtered here too:
+    /// an entry already filtered by the server stays as it was).
+    pub fn from_entry(
+        slot: ScoreSlot,
+        entry: &ScoreEntry,
+        visible: bool,
+        audience: Audience,
+    ) -> ScoreView {
+        let mut e = entry.clone();
+        filter_entry(&mut e, visible, audience);
+        let admin = audience == Audience::Admin;
+        ScoreView {
+            seq: slot.seq,
+            run: slot.run,
+            at: slot.at,
+            active_s: slot.active_ms as f64 / 1000.0,
+            phase: e.phase,
+            raw: e.raw,
+            normalized: e.normalized,
+            valid: (visible || admin).then_some(e.valid),
+            message: e.message,
             hidden: !visible,
-            details: admin.then(|| e.details.clone()),
-            output: admin.then(|| e.output.clone()),
+            details: admin.then_some(e.details),
+            output: admin.then_some(e.output),
             duration_ms: e.duration_ms,
         }
     }
+}
+
+/// Where an entry sits in the log: its event's sequence number, its run
+/// number, and when it was taken.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScoreSlot {
+    pub seq: u64,
+    pub run: u32,
+    pub at: DateTime<Utc>,
+    pub active_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -551,21 +551,10 @@ impl Conn {
     }
 }
 
-/// What a participant may see of an event.
+/// What a participant may see of an event (`views::filter_entry`).
 fn redact(mut event: Event, audience: Audience, visible: bool) -> Event {
-    if audience == Audience::Admin {
-        return event;
-    }
     if let EventKind::Scored { entry } = &mut event.kind {
-        entry.details = serde_json::Value::Null;
-        entry.output.clear();
-        if !visible {
-            entry.raw = None;
-            entry.normalized = None;
-            entry.valid = false;
-            entry.scorer_message = serde_json::Value::Null;
-            entry.message = "score recorded (hidden)".into();
-        }
+        crate::protocol::filter_entry(entry, visible, audience);
     }
     event
 }

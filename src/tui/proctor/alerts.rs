@@ -203,7 +203,7 @@ fn score_trouble(t: &Tracked, limits: &Thresholds, alerts: &mut Vec<Alert>) {
         }
         return;
     }
-    let mut valid = t.valid_scores().rev();
+    let mut valid = crate::tui::widgets::score::valid_scores(&t.scores).rev();
     if let (Some(now), Some(before)) = (valid.next(), valid.next())
         && std::ptr::eq(now, last)
         && let (Some(n), Some(b)) = (now.normalized, before.normalized)

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
-use crate::protocol::{ExtensionView, NoteView, PauseView, ScoreView, SessionView};
+use crate::protocol::{Audience, PauseView, ScoreView, SessionView};
 use crate::session::Phase;
-use crate::session::{Event, EventKind, ScoreEntry};
+use crate::session::{Event, EventKind};
 
 /// A shell of the session that exited while it was live.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,20 +55,6 @@ impl Tracked {
         self.synced_at = synced_at;
     }
 
-    fn already_has(&self, event: &Event) -> bool {
-        let v = &self.view;
-        match &event.kind {
-            EventKind::Paused { .. } => v.pauses.iter().any(|p| p.start == event.at),
-            EventKind::Extended { .. } => v.extensions.iter().any(|e| e.at == event.at),
-            EventKind::Scored { .. } => self.scores.iter().any(|s| s.seq == event.seq),
-            EventKind::Note { text, .. } => {
-                v.notes.iter().any(|n| n.at == event.at && n.text == *text)
-            }
-            EventKind::Ended { .. } => v.ended_at.is_some(),
-            _ => false,
-        }
-    }
-
     pub fn running(&self) -> bool {
         self.view.state == Phase::Running
     }
@@ -96,19 +82,10 @@ impl Tracked {
         self.view.pauses.last().filter(|p| p.end.is_none())
     }
 
-    /// The best valid normalized score (hidden ones too: proctors see them).
+    /// The best valid score as the server picks it (hidden ones too:
+    /// proctors see them).
     pub fn best(&self) -> Option<&ScoreView> {
-        self.valid_scores()
-            .fold(None, |best: Option<&ScoreView>, s| match best {
-                Some(b) if b.normalized >= s.normalized => Some(b),
-                _ => Some(s),
-            })
-    }
-
-    pub fn valid_scores(&self) -> impl DoubleEndedIterator<Item = &ScoreView> {
-        self.scores
-            .iter()
-            .filter(|s| s.valid == Some(true) && s.normalized.is_some())
+        crate::tui::widgets::score::best_score(&self.scores, self.view.lower_is_better)
     }
 
     /// When the participant last did something, as far as we can tell: a
@@ -122,131 +99,30 @@ impl Tracked {
             .max()
     }
 
-    /// Applies one event of the session's log to our copy; false if our
-    /// copy already had it (a view read after the event, the push after the
-    /// reply): entries are recognised by their time, so nothing counts twice.
+    /// Applies one event of the session's log to our copy (the shared
+    /// reducer, `protocol::reduce`); false if our copy already had it.
     pub fn apply(&mut self, event: &Event) -> bool {
-        if self.already_has(event) {
-            return false;
-        }
-        let v = &mut self.view;
-        let active_s = event.active_ms as f64 / 1000.0;
-        if active_s >= v.active_s {
-            v.active_s = active_s;
+        let applied = self.view.apply(&mut self.scores, event, Audience::Admin);
+        if applied.clock_at_event {
             self.synced_at = event.at;
         }
-        match &event.kind {
-            EventKind::Started { .. } => v.started_at = Some(event.at),
-            EventKind::Paused { reason, by, note } => {
-                if v.pauses.last().is_none_or(|p| p.end.is_some()) {
-                    v.pauses.push(PauseView {
-                        reason: *reason,
-                        by: by.clone(),
-                        note: note.clone(),
-                        start: event.at,
-                        end: None,
-                    });
-                }
-            }
-            EventKind::Resumed { .. } => {
-                if let Some(p) = v.pauses.last_mut().filter(|p| p.end.is_none()) {
-                    p.end = Some(event.at);
-                }
-            }
-            EventKind::Extended { by_ms, reason, by } => {
-                v.budget_s += *by_ms as f64 / 1000.0;
-                v.extensions.push(ExtensionView {
-                    at: event.at,
-                    by_s: *by_ms as f64 / 1000.0,
-                    reason: reason.clone(),
-                    by: by.clone(),
-                });
-            }
-            EventKind::Scored { entry } => {
-                let run = match entry.phase {
-                    crate::session::ScorePhase::Starting => 0,
-                    _ => self.scores.last().map_or(1, |last| last.run + 1),
-                };
-                let score = score_view(event, entry, v.visible, run);
-                v.score_count = v.score_count.max(self.scores.len()) + 1;
-                v.scoring_since = None;
-                self.scores.push(score);
-            }
-            EventKind::Note { text, by } => v.notes.push(NoteView {
+        // Shells stopped because the session ended are no news.
+        if let EventKind::ShellExited {
+            shell,
+            code,
+            signal,
+        } = &event.kind
+            && applied.new
+            && self.view.state != Phase::Ended
+        {
+            self.shell_exits.push(ShellExit {
+                shell: *shell,
+                code: *code,
+                signal: *signal,
                 at: event.at,
-                active_s,
-                text: text.clone(),
-                by: by.clone(),
-            }),
-            EventKind::ShellExited {
-                shell,
-                code,
-                signal,
-            } => {
-                // Shells stopped because the session ended are no news.
-                if v.state != Phase::Ended {
-                    self.shell_exits.push(ShellExit {
-                        shell: *shell,
-                        code: *code,
-                        signal: *signal,
-                        at: event.at,
-                    });
-                }
-            }
-            EventKind::Exec(_) => v.last_activity_at = Some(event.at),
-            EventKind::Ended { reason, note, .. } => {
-                v.end_reason = Some(*reason);
-                v.end_note = note.clone();
-                v.ended_at = Some(event.at);
-                if let Some(p) = v.pauses.last_mut().filter(|p| p.end.is_none()) {
-                    p.end = Some(event.at);
-                }
-            }
-            EventKind::Created { .. }
-            | EventKind::Warning { .. }
-            | EventKind::ShellOpened { .. }
-            | EventKind::Usage { .. } => {}
+            });
         }
-        v.state = phase(v);
-        v.pause_reason = match v.state {
-            Phase::Paused => v.pauses.last().map(|p| p.reason),
-            _ => None,
-        };
-        v.remaining_s = (v.budget_s - v.active_s).max(0.0);
-        true
-    }
-}
-
-/// The session's state as the server derives it from the log.
-fn phase(v: &SessionView) -> Phase {
-    let open_pause = v.pauses.last().is_some_and(|p| p.end.is_none());
-    if v.end_reason.is_some() {
-        Phase::Ended
-    } else if v.started_at.is_some() && open_pause {
-        Phase::Paused
-    } else if v.started_at.is_some() {
-        Phase::Running
-    } else {
-        Phase::Created
-    }
-}
-
-/// The admin's view of a score entry that arrived as an event.
-fn score_view(event: &Event, entry: &ScoreEntry, visible: bool, run: u32) -> ScoreView {
-    ScoreView {
-        seq: event.seq,
-        run,
-        at: event.at,
-        active_s: event.active_ms as f64 / 1000.0,
-        phase: entry.phase,
-        raw: entry.raw,
-        normalized: entry.normalized,
-        valid: Some(entry.valid),
-        message: entry.message.clone(),
-        hidden: !visible,
-        details: Some(entry.details.clone()),
-        output: Some(entry.output.clone()),
-        duration_ms: entry.duration_ms,
+        applied.new
     }
 }
 
@@ -310,7 +186,7 @@ impl Fleet {
 #[cfg(test)]
 pub mod tests {
     use super::*;
-    use crate::session::{EndReason, PauseReason, ScorePhase};
+    use crate::session::{EndReason, PauseReason, ScoreEntry, ScorePhase};
 
     pub fn at(secs: i64) -> DateTime<Utc> {
         DateTime::from_timestamp(1_800_000_000 + secs, 0).unwrap_or_default()

@@ -12,11 +12,12 @@ use crate::protocol::{ScoreView, SessionView};
 use crate::tui::widgets::format;
 use crate::tui::widgets::theme::Theme;
 
-/// Scores whose values the participant may see, in order.
-pub fn valid_scores(scores: &[ScoreView]) -> impl Iterator<Item = &ScoreView> {
+/// Valid scores with a value, in order (a participant's copy of a hidden
+/// score has none: `protocol::filter_entry`).
+pub fn valid_scores(scores: &[ScoreView]) -> impl DoubleEndedIterator<Item = &ScoreView> {
     scores
         .iter()
-        .filter(|s| !s.hidden && s.valid == Some(true) && s.normalized.is_some())
+        .filter(|s| s.valid == Some(true) && s.normalized.is_some())
 }
 
 /// The best valid score, as the server picks a `best` final score

@@ -167,6 +167,8 @@ pub struct App {
     pub synced_at_s: f64,
     /// App time now (monotonic seconds; set by the runtime, fixed in tests).
     pub now_s: f64,
+    /// The wall clock now (set with `now_s`), for the server's wall times.
+    pub wall_now: chrono::DateTime<chrono::Utc>,
     pub tabs: Vec<ShellTab>,
     pub active_tab: usize,
     pub prefix: PrefixMachine,
@@ -202,6 +204,7 @@ impl App {
             view: None,
             synced_at_s: 0.0,
             now_s: 0.0,
+            wall_now: chrono::DateTime::UNIX_EPOCH,
             tabs: Vec::new(),
             active_tab: 0,
             prefix: PrefixMachine::new(config.prefix),

@@ -28,6 +28,7 @@ impl ClientApp for App {
 
     fn set_now(&mut self, now: Now) {
         self.now_s = now.since_start_s;
+        self.wall_now = now.wall;
     }
 
     fn start(&mut self) -> Vec<Effect> {

@@ -4,10 +4,9 @@
 use serde::de::DeserializeOwned;
 
 use crate::protocol::{
-    AttachMode, AttachReply, ErrorCode, Request, ScoreView, SessionView, ShellInfo,
+    AttachMode, AttachReply, Audience, ErrorCode, Request, ScoreView, SessionView, ShellInfo,
 };
-use crate::session::Phase;
-use crate::session::{Event, EventKind, PauseReason};
+use crate::session::{Event, EventKind, PauseReason, Phase};
 
 use super::app::{Action, App, Effect, Exit, Pending, ReplyError, Screen};
 use crate::tui::widgets::format;
@@ -120,7 +119,7 @@ impl App {
                         .unwrap_or_default();
                     self.notify(score_summary(&score, &unit));
                 }
-                effects.push(self.request(Pending::Show, |session| Request::Show { session }));
+                // The entry itself arrives as a pushed event (on_event).
             }
             Pending::Instructions => {
                 let text = value
@@ -223,13 +222,16 @@ impl App {
     pub fn apply_view(&mut self, mut view: SessionView, effects: &mut Vec<Effect>) {
         let first = self.view.is_none();
         if view.scores.is_none() {
-            // Some replies leave the score log out: keep ours, and fetch it anew.
+            // Some replies leave the score log out: keep ours (the pushed
+            // events keep it current), or fetch it when we have none.
             view.scores = self.view.as_mut().and_then(|v| v.scores.take());
-            effects.push(self.request(Pending::Show, |session| Request::Show { session }));
+            if view.scores.is_none() {
+                effects.push(self.request(Pending::Show, |session| Request::Show { session }));
+            }
         }
         if let Some(since) = view.scoring_since {
             // A run already going when we attached: show it with its age.
-            let age_s = (chrono::Utc::now() - since).num_milliseconds().max(0) as f64 / 1000.0;
+            let age_s = (self.wall_now - since).num_milliseconds().max(0) as f64 / 1000.0;
             self.scoring_since_s.get_or_insert(self.now_s - age_s);
         }
         self.view = Some(view);
@@ -244,6 +246,12 @@ impl App {
         } else {
             self.check_warnings(effects);
         }
+        self.follow_state(effects);
+    }
+
+    /// The screen follows the session's state: the start screen before the
+    /// clock, the shells while it runs or pauses, the summary at the end.
+    fn follow_state(&mut self, effects: &mut Vec<Effect>) {
         let target = match self.state() {
             Some(Phase::Created) => Screen::Start,
             Some(Phase::Ended) => Screen::Summary,
@@ -326,46 +334,28 @@ impl App {
         }
     }
 
+    /// A pushed event of this session: our copy of the view follows the
+    /// log through the shared reducer (`protocol::reduce`), with no request;
+    /// only the end reads the view again, for the server's final score.
     fn on_event(&mut self, event: Event, effects: &mut Vec<Effect>) {
-        let refresh = match &event.kind {
-            EventKind::Warning { threshold_s, .. } => {
-                // The server's warning; ours may have fired already.
-                if self.armed_warnings.remove(threshold_s) {
-                    self.warn(*threshold_s, effects);
-                }
-                true
-            }
-            EventKind::Paused { reason, .. } => {
-                if let Some(v) = &mut self.view {
-                    v.state = Phase::Paused;
-                    v.pause_reason = Some(*reason);
-                    v.active_s = event.active_ms as f64 / 1000.0;
-                    v.remaining_s = (v.budget_s - v.active_s).max(0.0);
-                }
-                self.synced_at_s = self.now_s;
-                true
-            }
-            EventKind::Resumed { .. } => {
-                if let Some(v) = &mut self.view
-                    && v.state == Phase::Paused
-                {
-                    v.state = Phase::Running;
-                    v.pause_reason = None;
-                }
-                self.synced_at_s = self.now_s;
-                true
-            }
-            EventKind::Ended { .. } => {
-                // Input stops at once; the summary fills in with the next view.
-                if let Some(v) = &mut self.view {
-                    v.state = Phase::Ended;
-                }
-                true
+        let Some(view) = &mut self.view else {
+            return; // the first view is on its way and will have it
+        };
+        let applied = view.apply_here(&event, Audience::Participant);
+        if applied.clock_at_event {
+            self.synced_at_s = self.now_s;
+        }
+        if !applied.new {
+            return;
+        }
+        match &event.kind {
+            // The server's warning; ours may have fired already.
+            EventKind::Warning { threshold_s, .. } if self.armed_warnings.remove(threshold_s) => {
+                self.warn(*threshold_s, effects);
             }
             EventKind::Scored { .. } => {
                 // Ends the indicator for runs we did not ask for (typed `score`).
                 self.scoring_since_s = None;
-                true
             }
             // A note by someone else (a proctor's message) is shown, with
             // the bell: the participant may be looking at the shell.
@@ -375,14 +365,14 @@ impl App {
                     self.notify(format!("message from {by}: {text}"));
                     effects.push(Effect::Bell);
                 }
-                true
             }
-            EventKind::Started { .. } | EventKind::Extended { .. } => true,
-            _ => false,
-        };
-        if refresh {
-            effects.push(self.request(Pending::Show, |session| Request::Show { session }));
+            EventKind::Ended { .. } => {
+                effects.push(self.request(Pending::Show, |session| Request::Show { session }));
+            }
+            EventKind::Extended { .. } => self.check_warnings(effects),
+            _ => {}
         }
+        self.follow_state(effects);
     }
 }
 

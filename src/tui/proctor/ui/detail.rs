@@ -354,16 +354,8 @@ fn draw_side(app: &App, d: &Detail, t: &Tracked, frame: &mut Frame, area: Rect) 
     ])
     .areas(inner);
     draw_summary(app, t, frame, summary);
-    // Proctors see hidden scores: the chart is drawn as if they were shown.
-    let revealed: Vec<ScoreView> = t
-        .scores
-        .iter()
-        .map(|s| ScoreView {
-            hidden: false,
-            ..s.clone()
-        })
-        .collect();
-    draw_chart(theme, &t.view, &revealed, frame, chart);
+    // Proctors' copies of hidden scores have their values: charted too.
+    draw_chart(theme, &t.view, &t.scores, frame, chart);
     draw_log(app, d, t, frame, log);
     draw_timeline(app, timeline, frame, notes);
 }
