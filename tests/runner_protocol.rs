@@ -12,8 +12,8 @@ use std::time::Duration;
 use common::*;
 use rebench::client::Client;
 use rebench::protocol::{
-    AttachMode, AttachReply, ErrorCode, Push, Request, SessionView, ShellInfo, b64_decode,
-    b64_encode,
+    AttachMode, AttachReply, ErrorCode, Push, Request, ServerLine, SessionView, ShellInfo,
+    b64_decode, b64_encode,
 };
 use rebench::session::Phase;
 
@@ -530,4 +530,88 @@ async fn shutdown_always_answers_before_the_server_goes() {
         }
         server.spawn();
     }
+}
+
+/// Interactive input is one-way (id 0): success sends nothing back, and a
+/// refusal comes as a push naming the shell.
+#[tokio::test]
+async fn one_way_input_is_answered_only_when_refused() {
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = TestServer::start();
+    let session = server.create_running(&env, Some(3600)).await;
+    let mut driver = server.participant(&session.id).await;
+    let info: ShellInfo = driver
+        .call(Request::ShellOpen {
+            session: session.id.clone(),
+            cols: 80,
+            rows: 24,
+        })
+        .await
+        .unwrap();
+    let _: AttachReply = driver
+        .call(Request::ShellAttach {
+            session: session.id.clone(),
+            shell: info.shell,
+            mode: AttachMode::Driver,
+        })
+        .await
+        .unwrap();
+    let mut watcher = server.admin().await;
+    let _: AttachReply = watcher
+        .call(Request::ShellAttach {
+            session: session.id.clone(),
+            shell: info.shell,
+            mode: AttachMode::Watch,
+        })
+        .await
+        .unwrap();
+    let input = |text: &str| Request::ShellInput {
+        session: session.id.clone(),
+        shell: info.shell,
+        data: b64_encode(text.as_bytes()),
+    };
+    let (mut reader, mut writer) = driver.into_parts();
+    writer.post(input("echo one-way-$((6*7))\r")).await.unwrap();
+    writer
+        .post(Request::ShellResize {
+            session: session.id.clone(),
+            shell: info.shell,
+            cols: 100,
+            rows: 30,
+        })
+        .await
+        .unwrap();
+    // Only output comes back: no response line for either request.
+    let mut screen = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !screen.contains("one-way-42") {
+        let line = tokio::time::timeout_at(deadline, reader.next_line())
+            .await
+            .expect("the echo in time")
+            .unwrap();
+        match line {
+            ServerLine::Event {
+                event: Push::ShellOutput { data, .. },
+            } => screen.push_str(&String::from_utf8_lossy(&b64_decode(&data).unwrap())),
+            ServerLine::Event { .. } => {}
+            other => panic!("one-way input got an answer: {other:?}"),
+        }
+    }
+    // A watcher's input is refused, and says which shell.
+    let (mut w_reader, mut w_writer) = watcher.into_parts();
+    w_writer.post(input("echo nope\r")).await.unwrap();
+    let refused = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match w_reader.next_line().await.unwrap() {
+                ServerLine::Event {
+                    event: Push::InputRefused { shell, code, .. },
+                } => break (shell, code),
+                ServerLine::Event { .. } => {}
+                other => panic!("a refusal of one-way input came as {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("the refusal in time");
+    assert_eq!(refused, (info.shell, ErrorCode::Forbidden));
 }

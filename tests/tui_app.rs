@@ -5,7 +5,7 @@
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::layout::Rect;
 
-use rebench::protocol::{Request, b64_decode};
+use rebench::protocol::{ErrorCode, Request, b64_decode};
 use rebench::session::Phase;
 use rebench::session::{Event, EventKind, PauseReason};
 use rebench::tui::widgets::shell_tab::ShellTab;
@@ -70,7 +70,8 @@ fn sent_input(effects: &[Effect]) -> Vec<u8> {
     effects
         .iter()
         .filter_map(|e| match e {
-            Effect::Send(_, Request::ShellInput { data, .. }) => b64_decode(data).ok(),
+            // Input is one-way: no reply to route.
+            Effect::Post(Request::ShellInput { data, .. }) => b64_decode(data).ok(),
             _ => None,
         })
         .flatten()
@@ -239,7 +240,7 @@ fn resizes_reach_the_pty_and_the_screen_together() {
     assert_eq!(app.tabs[0].size(), (pane.height, pane.width));
     assert!(effects.iter().any(|e| matches!(
         e,
-        Effect::Send(Pending::ShellResize(0), Request::ShellResize { cols, rows, .. })
+        Effect::Post(Request::ShellResize { shell: 0, cols, rows, .. })
             if *cols == pane.width && *rows == pane.height
     )));
 }
@@ -272,15 +273,26 @@ fn replies_without_a_score_log_keep_ours() {
 fn refused_input_is_reported_once() {
     let mut app = running_app(5000.0);
     for _ in 0..5 {
-        app.update(Action::Reply {
-            pending: Pending::ShellInput(0),
-            result: Err(ReplyError {
-                code: None,
-                message: "the session is not running".into(),
-            }),
+        let effects = app.update(Action::InputRefused {
+            shell: 0,
+            code: ErrorCode::InvalidState,
+            message: "the session is not running".into(),
         });
+        assert!(effects.is_empty());
     }
     assert!(app.visible_notice().unwrap().text.contains("not running"));
+    // Refused because another client drives the shell now: attach again.
+    let effects = app.update(Action::InputRefused {
+        shell: 0,
+        code: ErrorCode::Forbidden,
+        message: "attach as driver to send input".into(),
+    });
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Send(_, Request::ShellAttach { shell: 0, .. }))),
+        "{effects:?}"
+    );
 }
 
 #[test]

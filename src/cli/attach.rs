@@ -147,7 +147,7 @@ pub async fn attach(
                     println!("\r\n[rebench: {message}. `{}` comes back then]", crate::command_line::rebench_command(paths, &format!("attach {session}")));
                     return Ok(1);
                 }
-                Ok(ServerLine::Error { message, .. }) => {
+                Ok(ServerLine::Error { message, .. } | ServerLine::Event { event: Push::InputRefused { message, .. } }) => {
                     // Say it once, not once per key (e.g. input while paused).
                     if message != last_notice {
                         write!(out, "\r\n[rebench: {message}]\r\n")?;
@@ -169,7 +169,7 @@ pub async fn attach(
                         None => (&bytes[..], false),
                     };
                     if !send.is_empty() {
-                        writer.send(Request::ShellInput { session: session.into(), shell, data: b64_encode(send) }).await?;
+                        writer.post(Request::ShellInput { session: session.into(), shell, data: b64_encode(send) }).await?;
                     }
                     if detach { break "detached".to_string(); }
                 }
@@ -177,7 +177,7 @@ pub async fn attach(
             },
             _ = winch.recv(), if !watch => {
                 let (cols, rows) = terminal_size();
-                writer.send(Request::ShellResize { session: session.into(), shell, cols, rows }).await?;
+                writer.post(Request::ShellResize { session: session.into(), shell, cols, rows }).await?;
             }
         }
     };

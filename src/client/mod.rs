@@ -13,7 +13,7 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 use crate::paths::DataPaths;
 use crate::protocol::{
-    ClientLine, ErrorCode, HelloReply, PROTOCOL_VERSION, Push, Request, ServerLine,
+    ClientLine, ErrorCode, HelloReply, NO_REPLY, PROTOCOL_VERSION, Push, Request, ServerLine,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -284,10 +284,21 @@ impl ClientWriter {
     pub async fn send(&mut self, request: Request) -> Result<u64> {
         let id = self.next_id;
         self.next_id += 1;
+        self.write(id, request).await?;
+        Ok(id)
+    }
+
+    /// Sends a request that wants no response (shell input, resizes): a
+    /// failure comes back as a push (`input_refused`).
+    pub async fn post(&mut self, request: Request) -> Result<()> {
+        self.write(NO_REPLY, request).await
+    }
+
+    async fn write(&mut self, id: u64, request: Request) -> Result<()> {
         let mut bytes = serde_json::to_vec(&ClientLine { id, request })
             .map_err(|e| ClientError::Protocol(e.to_string()))?;
         bytes.push(b'\n');
         self.writer.write_all(&bytes).await?;
-        Ok(id)
+        Ok(())
     }
 }

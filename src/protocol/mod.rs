@@ -18,8 +18,15 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// Longest accepted line (a shell input or exec command never needs more).
 pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 
+/// The id of a request that wants no response (`shell_input`,
+/// `shell_resize` from an interactive client): success is silent, and a
+/// failure arrives as a push (`input_refused`) or an error line without id.
+pub const NO_REPLY: u64 = 0;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClientLine {
+    /// Matches the response to the request; `0` (or none): no response.
+    #[serde(default)]
     pub id: u64,
     #[serde(flatten)]
     pub request: Request,
@@ -347,6 +354,15 @@ pub enum Push {
     /// pushed before this to their subscribers), shells end, the connection
     /// closes next; sessions wait, paused, for the server to come back.
     ServerShutdown {
+        message: String,
+    },
+    /// A `shell_input` or `shell_resize` sent without a reply (id 0) was
+    /// refused: e.g. `forbidden` (this client is no longer the driver),
+    /// `invalid_state` (the clock is not running).
+    InputRefused {
+        session: String,
+        shell: u32,
+        code: ErrorCode,
         message: String,
     },
 }

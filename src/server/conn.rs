@@ -11,8 +11,8 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
 use crate::protocol::{
-    Audience, ClientLine, ErrorCode, HelloReply, MAX_LINE_BYTES, PROTOCOL_VERSION, Push, Request,
-    ServerLine, b64_decode, parse_client_line,
+    Audience, ClientLine, ErrorCode, HelloReply, MAX_LINE_BYTES, NO_REPLY, PROTOCOL_VERSION, Push,
+    Request, ServerLine, b64_decode, parse_client_line,
 };
 use crate::sandbox::pty::ShellSpec;
 use crate::session::{Event, EventKind};
@@ -247,14 +247,40 @@ impl Conn {
 
     fn reply<T: Serialize>(tx: &mpsc::Sender<ServerLine>, id: u64, result: OpResult<T>) {
         let line = match result.and_then(|v| serde_json::to_value(v).map_err(OpError::internal)) {
+            Ok(_) if id == NO_REPLY => return,
             Ok(result) => ServerLine::Response { id, result },
             Err(e) => ServerLine::Error {
-                id: Some(id),
+                id: (id != NO_REPLY).then_some(id),
                 code: e.code,
                 message: e.message,
             },
         };
         let _ = tx.try_send(line);
+    }
+
+    /// The answer to shell input or a resize: as any reply, except that a
+    /// client that wants none (id 0) hears of a failure as a push naming
+    /// the shell.
+    fn reply_input(
+        tx: &mpsc::Sender<ServerLine>,
+        id: u64,
+        session: &str,
+        shell: u32,
+        result: OpResult<()>,
+    ) {
+        match result {
+            Err(e) if id == NO_REPLY => {
+                let _ = tx.try_send(ServerLine::Event {
+                    event: Push::InputRefused {
+                        session: session.to_string(),
+                        shell,
+                        code: e.code,
+                        message: e.message,
+                    },
+                });
+            }
+            other => Self::reply(tx, id, other.map(|()| serde_json::json!({}))),
+        }
     }
 
     /// Handles one request; false closes the connection.
@@ -420,7 +446,7 @@ impl Conn {
                     host.touch();
                     s.input(bytes).map_err(OpError::state)
                 });
-                Self::reply(&tx, id, result.map(|_| serde_json::json!({})));
+                Self::reply_input(&tx, id, &session, shell, result);
             }
             Request::ShellResize {
                 session,
@@ -438,7 +464,7 @@ impl Conn {
                     s.resize(cols, rows)
                         .map_err(|e| OpError::new(ErrorCode::BadRequest, e))
                 });
-                Self::reply(&tx, id, result.map(|_| serde_json::json!({})));
+                Self::reply_input(&tx, id, &session, shell, result);
             }
             Request::ShellAttach {
                 session,

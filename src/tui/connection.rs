@@ -77,6 +77,11 @@ impl<P> Connection<P> {
         Ok(())
     }
 
+    /// Sends a request that wants no response.
+    pub async fn post(&mut self, request: Request) -> anyhow::Result<()> {
+        Ok(self.writer.post(request).await?)
+    }
+
     /// What a server line is (None: a reply nobody waits for).
     pub fn route(&mut self, incoming: Incoming) -> Option<Routed<P>> {
         let line = match incoming {

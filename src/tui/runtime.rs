@@ -27,6 +27,9 @@ pub const FRAME_GAP: Duration = Duration::from_millis(16);
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect<P, X> {
     Send(P, Request),
+    /// A request that wants no response (shell input, resizes): its
+    /// failure comes back as a push.
+    Post(Request),
     /// Ring the real terminal's bell.
     Bell,
     Exit(X),
@@ -236,6 +239,11 @@ async fn perform<A: ClientApp>(
         match effect {
             Effect::Send(pending, request) => {
                 if let Err(e) = conn.send(pending, request).await {
+                    return Ok(Some(A::lost(e.to_string())));
+                }
+            }
+            Effect::Post(request) => {
+                if let Err(e) = conn.post(request).await {
                     return Ok(Some(A::lost(e.to_string())));
                 }
             }

@@ -214,6 +214,8 @@ impl App {
     pub fn push(&mut self, push: Push) -> Vec<Effect> {
         match push {
             Push::SessionEvent { session, event } => self.session_event(session, event),
+            // The dashboard only watches: it sends no input.
+            Push::InputRefused { .. } => Vec::new(),
             Push::ShellOutput {
                 session,
                 shell,

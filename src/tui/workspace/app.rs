@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use ratatui::crossterm::event::{KeyEvent, MouseEvent};
 use ratatui::layout::Rect;
 
-use crate::protocol::{Request, SessionView};
+use crate::protocol::{ErrorCode, Request, SessionView};
 use crate::session::Event;
 use crate::session::Phase;
 
@@ -73,8 +73,6 @@ pub enum Pending {
     ShellList,
     ShellOpen,
     ShellAttach(u32),
-    ShellInput(u32),
-    ShellResize(u32),
     ShellClose(u32),
 }
 
@@ -124,6 +122,12 @@ pub enum Action {
         reason: String,
         /// Dropped for being slow, not taken over: attach again at once.
         fell_behind: bool,
+    },
+    /// Input or a resize (sent without a reply) was refused.
+    InputRefused {
+        shell: u32,
+        code: ErrorCode,
+        message: String,
     },
     SessionEvent(Box<Event>),
     /// A scoring run began (ours, or `score` typed in a shell).

@@ -79,6 +79,16 @@ impl ClientApp for App {
                 // Events were dropped on the way: re-read the session.
                 Push::EventsSkipped { .. } => Action::Resync,
                 Push::ServerShutdown { .. } => Action::ServerShutdown,
+                Push::InputRefused {
+                    shell,
+                    code,
+                    message,
+                    ..
+                } => Action::InputRefused {
+                    shell,
+                    code,
+                    message,
+                },
             },
         })
     }

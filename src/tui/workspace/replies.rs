@@ -18,6 +18,17 @@ impl App {
             Action::Resync => {
                 effects.push(self.request(Pending::Show, |session| Request::Show { session }))
             }
+            Action::InputRefused {
+                shell,
+                code,
+                message,
+            } => match code {
+                // The server drops a driver that falls behind: attach again
+                // (the reply redraws the screen), unless another client took over.
+                ErrorCode::Forbidden => self.reattach(shell, effects),
+                // Typing while the clock stops (a race with a pause): say it once, politely.
+                _ => self.notify(format!("not sent: {message}")),
+            },
             Action::Reply { pending, result } => match result {
                 Ok(value) => self.on_reply(pending, value, effects),
                 Err(e) => self.on_error(pending, e, effects),
@@ -156,10 +167,7 @@ impl App {
                     }
                 }
             }
-            Pending::Subscribe
-            | Pending::ShellInput(_)
-            | Pending::ShellResize(_)
-            | Pending::ShellClose(_) => {}
+            Pending::Subscribe | Pending::ShellClose(_) => {}
         }
     }
 
@@ -192,15 +200,6 @@ impl App {
                 self.instructions =
                     Some(format!("(the instructions cannot be read: {})", e.message));
             }
-            // The server drops a driver that falls behind: attach again (the
-            // reply redraws the screen), unless another client took over.
-            Pending::ShellInput(shell) | Pending::ShellResize(shell)
-                if e.code == Some(ErrorCode::Forbidden) =>
-            {
-                self.reattach(shell, effects);
-            }
-            // Typing while the clock stops (a race with a pause): say it once, politely.
-            Pending::ShellInput(_) => self.notify(format!("not sent: {}", e.message)),
             Pending::Show if self.view.is_none() => {
                 effects.push(Effect::Exit(Exit::Failed(e.message)));
             }

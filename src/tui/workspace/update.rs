@@ -60,15 +60,12 @@ impl App {
         for tab in &mut self.tabs {
             if tab.attached && tab.alive && tab.resize(pane.height, pane.width) {
                 let shell = tab.shell;
-                effects.push(Effect::Send(
-                    Pending::ShellResize(shell),
-                    Request::ShellResize {
-                        session: self.session.clone(),
-                        shell,
-                        cols: pane.width,
-                        rows: pane.height,
-                    },
-                ));
+                effects.push(Effect::Post(Request::ShellResize {
+                    session: self.session.clone(),
+                    shell,
+                    cols: pane.width,
+                    rows: pane.height,
+                }));
             }
         }
     }
@@ -172,14 +169,11 @@ impl App {
         if !tab.alive || !tab.attached {
             return;
         }
-        effects.push(Effect::Send(
-            Pending::ShellInput(tab.shell),
-            Request::ShellInput {
-                session: self.session.clone(),
-                shell: tab.shell,
-                data: b64_encode(&bytes),
-            },
-        ));
+        effects.push(Effect::Post(Request::ShellInput {
+            session: self.session.clone(),
+            shell: tab.shell,
+            data: b64_encode(&bytes),
+        }));
     }
 
     fn scroll_key(&mut self, key: KeyEvent) {
