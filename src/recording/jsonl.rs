@@ -9,7 +9,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::lines::{self, Line};
-use super::session_data::{RecordedChunk, SessionRecording, kind_from_name, kind_name};
+use super::session_data::{RecordedChunk, SessionRecording};
+use crate::store::ChunkKind;
 use crate::protocol::{SessionView, b64_decode, b64_encode};
 use crate::session::Event;
 
@@ -68,7 +69,7 @@ pub fn write(rec: &SessionRecording, out: &mut dyn Write) -> anyhow::Result<()> 
                 record: "chunk".into(),
                 shell: c.shell,
                 seq: c.seq,
-                kind: kind_name(c.kind).into(),
+                kind: c.kind.name().into(),
                 at: c.at,
                 active_ms: c.active_ms,
                 data: b64_encode(&c.data),
@@ -152,7 +153,7 @@ fn read_record(line: &Line<'_>, rec: &mut SessionRecording) -> Result<(), String
         Some("chunk") => {
             let c: ChunkLine =
                 serde_json::from_value(value).map_err(|e| format!("bad chunk record: {e}"))?;
-            let kind = kind_from_name(&c.kind).ok_or_else(|| {
+            let kind = ChunkKind::from_name(&c.kind).ok_or_else(|| {
                 format!(
                     "chunk kind {:?} is not output, input, resize or exit",
                     c.kind

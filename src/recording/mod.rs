@@ -117,14 +117,20 @@ pub fn write_export(
         inner: out,
         lines: 0,
     };
-    if format == ExportFormat::Jsonl {
-        jsonl::write(rec, &mut counter)?;
-        return Ok(ExportSummary {
-            lines: counter.lines,
-            shell,
-            notes: Vec::new(),
-        });
-    }
+    type CastWriter =
+        fn(&CastHeader, &Track, &[timeline::Marker], &mut dyn Write) -> anyhow::Result<()>;
+    let write_cast: CastWriter = match format {
+        ExportFormat::Jsonl => {
+            jsonl::write(rec, &mut counter)?;
+            return Ok(ExportSummary {
+                lines: counter.lines,
+                shell,
+                notes: Vec::new(),
+            });
+        }
+        ExportFormat::AsciicastV2 => asciicast_v2::write,
+        ExportFormat::AsciicastV3 => asciicast_v3::write,
+    };
     let timeline = session_timeline::build(rec);
     let mut notes = Vec::new();
     let track = pick_track(&timeline, shell, &mut notes)?;
@@ -136,12 +142,7 @@ pub fn write_export(
             .map(|o| o.timestamp() + (track.start() / 1000) as i64),
         title: Some(timeline.title.clone()),
     };
-    match format {
-        ExportFormat::AsciicastV2 => {
-            asciicast_v2::write(&header, track, &timeline.markers, &mut counter)?
-        }
-        _ => asciicast_v3::write(&header, track, &timeline.markers, &mut counter)?,
-    }
+    write_cast(&header, track, &timeline.markers, &mut counter)?;
     Ok(ExportSummary {
         lines: counter.lines,
         shell: track.shell,

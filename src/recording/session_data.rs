@@ -38,25 +38,6 @@ impl SessionRecording {
     }
 }
 
-pub fn kind_name(kind: ChunkKind) -> &'static str {
-    match kind {
-        ChunkKind::Output => "output",
-        ChunkKind::Input => "input",
-        ChunkKind::Resize => "resize",
-        ChunkKind::Exit => "exit",
-    }
-}
-
-pub fn kind_from_name(name: &str) -> Option<ChunkKind> {
-    Some(match name {
-        "output" => ChunkKind::Output,
-        "input" => ChunkKind::Input,
-        "resize" => ChunkKind::Resize,
-        "exit" => ChunkKind::Exit,
-        _ => return None,
-    })
-}
-
 /// Resize payload: cols u16 BE, rows u16 BE.
 pub fn resize_size(data: &[u8]) -> Option<(u16, u16)> {
     match data {
@@ -125,7 +106,7 @@ pub async fn fetch(
                 .with_context(|| format!("cannot read the recording of shell {shell}"))?;
             for c in page.chunks {
                 let what = || format!("chunk {} of shell {shell}", c.seq);
-                let kind = kind_from_name(&c.kind)
+                let kind = ChunkKind::from_name(&c.kind)
                     .with_context(|| format!("{}: unknown kind {:?}", what(), c.kind))?;
                 let data = b64_decode(&c.data)
                     .map_err(anyhow::Error::msg)

@@ -713,13 +713,7 @@ async fn run_request(
                 .into_iter()
                 .map(|(seq, c)| crate::protocol::ChunkView {
                     seq,
-                    kind: match c.kind {
-                        crate::store::ChunkKind::Output => "output",
-                        crate::store::ChunkKind::Input => "input",
-                        crate::store::ChunkKind::Resize => "resize",
-                        crate::store::ChunkKind::Exit => "exit",
-                    }
-                    .to_string(),
+                    kind: c.kind.name().to_string(),
                     at: c.at,
                     active_ms: c.active_ms,
                     data: crate::protocol::b64_encode(&c.data),

@@ -13,6 +13,33 @@ pub enum ChunkKind {
     Exit = 3,
 }
 
+impl ChunkKind {
+    pub const ALL: [ChunkKind; 4] = [
+        ChunkKind::Output,
+        ChunkKind::Input,
+        ChunkKind::Resize,
+        ChunkKind::Exit,
+    ];
+
+    /// Its name in the protocol and in jsonl exports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ChunkKind::Output => "output",
+            ChunkKind::Input => "input",
+            ChunkKind::Resize => "resize",
+            ChunkKind::Exit => "exit",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<ChunkKind> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    fn from_byte(byte: u8) -> Option<ChunkKind> {
+        Self::ALL.into_iter().find(|k| *k as u8 == byte)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chunk {
     pub kind: ChunkKind,
@@ -40,13 +67,8 @@ impl Chunk {
                 bytes.len()
             ));
         }
-        let kind = match bytes[0] {
-            0 => ChunkKind::Output,
-            1 => ChunkKind::Input,
-            2 => ChunkKind::Resize,
-            3 => ChunkKind::Exit,
-            other => return Err(format!("unknown chunk kind {other}")),
-        };
+        let kind = ChunkKind::from_byte(bytes[0])
+            .ok_or_else(|| format!("unknown chunk kind {}", bytes[0]))?;
         let mut ms = [0u8; 8];
         ms.copy_from_slice(&bytes[1..9]);
         let at = DateTime::from_timestamp_millis(i64::from_be_bytes(ms))
