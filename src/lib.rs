@@ -1,8 +1,10 @@
 //! rebench: timed research-engineering sessions for humans and agents.
 //!
-//! Layers, inner to outer: `environment` → `session` → `store` → `sandbox` →
-//! `scoring` → `server` → `protocol`/`client` → `cli`. Inner layers never
-//! import outer ones (the protocol's plain types are shared by both ends).
+//! Layers, inner to outer: `paths`/`settings`/`command_line` →
+//! `environment` → `session` → `store` → `sandbox` → `scoring`/`taskstd` →
+//! `protocol` → `server` → `client` → `recording`/`report` → `tui` → `cli`.
+//! Inner layers never use outer ones (`tests/architecture.rs` checks it);
+//! docs/architecture.md says where each kind of change goes.
 
 pub mod cli;
 pub mod client;

@@ -41,17 +41,17 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
         }
         Command::Backup { dir } => {
             let dir = std::path::absolute(&dir).context("the backup folder")?;
-            let reply = client
-                .request(Request::Backup {
+            let reply: crate::protocol::BackupReply = client
+                .call(Request::Backup {
                     dir: dir.display().to_string(),
                 })
                 .await?;
             if json {
-                println!("{reply}");
+                println!("{}", serde_json::to_string(&reply)?);
             } else {
                 println!(
                     "backed up {} sessions to {} (serve it with `rebench --data-dir {} serve`)",
-                    reply["sessions"],
+                    reply.sessions,
                     dir.display(),
                     dir.display()
                 );

@@ -162,8 +162,9 @@ pub async fn run(command: TaskCommand, json: bool) -> anyhow::Result<i32> {
             view(&client.call(Request::Submit { session, answer }).await?)
         }
         TaskCommand::Instructions => {
-            let reply: serde_json::Value = client.call(Request::Instructions { session }).await?;
-            println!("{}", reply["instructions"].as_str().unwrap_or_default());
+            let reply: crate::protocol::InstructionsReply =
+                client.call(Request::Instructions { session }).await?;
+            println!("{}", reply.instructions);
         }
         TaskCommand::Exec { timeout, command } => {
             let timeout_s = optional_seconds(timeout.as_deref(), "--timeout")?;

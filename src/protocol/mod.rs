@@ -41,6 +41,17 @@ pub enum AttachMode {
     Watch,
 }
 
+/// A client's request. Each has one reply type, here in `protocol`, that
+/// clients decode into (`Client::call::<T>`):
+/// `hello` → [`HelloReply`]; `create_session`, `begin`, `show`, `pause`,
+/// `resume`, `extend`, `submit`, `end`, `note` → [`SessionView`];
+/// `list_sessions` → `Vec<SessionView>`; `score` → [`ScoreView`];
+/// `score_log` → `Vec<ScoreView>`; `instructions` → [`InstructionsReply`];
+/// `exec` → [`ExecReply`]; `events` → `Vec<Event>`; `shell_open` →
+/// [`ShellInfo`]; `shell_list` → `Vec<ShellInfo>`; `shell_attach` →
+/// [`AttachReply`]; `recording` → [`RecordingPage`]; `recorded_shells` →
+/// `Vec<u32>`; `credentials` → [`Credentials`]; `shutdown` →
+/// [`ShutdownReply`]; `backup` → [`BackupReply`]; the rest → [`Done`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {

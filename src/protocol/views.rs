@@ -434,3 +434,29 @@ pub struct RecordingPage {
 fn default_true() -> bool {
     true
 }
+
+/// The reply of a request that only says it was done (`{}`): shell input
+/// and resize with an id, detach, close, subscribe, usage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Done {}
+
+/// `instructions`: what the participant was given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstructionsReply {
+    pub title: String,
+    pub instructions: String,
+}
+
+/// `shutdown`: the server stops once this is on its way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShutdownReply {
+    pub stopping: bool,
+}
+
+/// `backup`: where the copy went and what it holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackupReply {
+    pub dir: String,
+    pub sessions: usize,
+    pub trees: usize,
+}

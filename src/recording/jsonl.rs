@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use super::lines::{self, Line};
 use super::session_data::{RecordedChunk, SessionRecording};
-use crate::store::ChunkKind;
 use crate::protocol::{SessionView, b64_decode, b64_encode};
 use crate::session::Event;
+use crate::store::ChunkKind;
 
 pub const FORMAT: &str = "rebench-jsonl";
 pub const VERSION: u32 = 1;

@@ -11,8 +11,8 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
 use crate::protocol::{
-    Audience, ClientLine, ErrorCode, HelloReply, MAX_LINE_BYTES, NO_REPLY, PROTOCOL_VERSION, Push,
-    Request, ServerLine, b64_decode, parse_client_line,
+    Audience, ClientLine, Done, ErrorCode, HelloReply, InstructionsReply, MAX_LINE_BYTES, NO_REPLY,
+    PROTOCOL_VERSION, Push, Request, ServerLine, ShutdownReply, b64_decode, parse_client_line,
 };
 use crate::sandbox::pty::ShellSpec;
 use crate::session::{Event, EventKind};
@@ -279,7 +279,7 @@ impl Conn {
                     },
                 });
             }
-            other => Self::reply(tx, id, other.map(|()| serde_json::json!({}))),
+            other => Self::reply(tx, id, other.map(|()| Done {})),
         }
     }
 
@@ -481,16 +481,16 @@ impl Conn {
             Request::ShellDetach { session, shell } => {
                 let result = self.shell_for(&session, shell).map(|s| {
                     s.detach(self.id);
-                    serde_json::json!({})
+                    Done {}
                 });
                 Self::reply(&tx, id, result);
             }
             Request::Subscribe { session } => {
                 let result = self.subscribe(session);
-                Self::reply(&tx, id, result.map(|_| serde_json::json!({})));
+                Self::reply(&tx, id, result.map(|_| Done {}));
             }
             Request::Shutdown => {
-                Self::reply(&tx, id, Ok(serde_json::json!({"stopping": true})));
+                Self::reply(&tx, id, Ok(ShutdownReply { stopping: true }));
                 // Stop once the reply is on its way: the writer drains the
                 // queue first, and the server may exit right after.
                 tokio::spawn(async move {
@@ -653,7 +653,10 @@ async fn run_request(
                     })?
                 }
             };
-            json(serde_json::json!({"title": host.meta.env_title, "instructions": text}))
+            json(InstructionsReply {
+                title: host.meta.env_title.clone(),
+                instructions: text,
+            })
         }
         Request::Exec {
             session,
@@ -669,7 +672,7 @@ async fn run_request(
         } => {
             hub.usage(&session, tokens_in, tokens_out, cost_usd, actor)
                 .await?;
-            json(serde_json::json!({}))
+            json(Done {})
         }
         Request::Events { session } => {
             let host = hub.host(&session)?;
@@ -695,7 +698,7 @@ async fn run_request(
         Request::ShellClose { session, shell } => {
             let host = hub.host(&session)?;
             host.shell(shell)?.kill();
-            json(serde_json::json!({}))
+            json(Done {})
         }
         Request::Recording {
             session,

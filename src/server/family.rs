@@ -12,8 +12,9 @@ use super::host::{Host, OpError, OpResult};
 use crate::environment::family::TaskRef;
 use crate::protocol::ErrorCode;
 use crate::session::ScorePhase;
+use crate::session::meta::FamilySession;
 use crate::taskstd::image::{self, FamilyImage};
-use crate::taskstd::{FamilySession, call::FAMILY_DIR, vars};
+use crate::taskstd::{call::FAMILY_DIR, vars};
 
 /// The family's image on the engine sessions run on, built when missing
 /// (its install() can take long: `rebench env prepare` does it ahead).

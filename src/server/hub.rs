@@ -281,7 +281,7 @@ impl Hub {
     /// no event is appended during the copy (every session is locked), so
     /// every log is whole. Terminal output arriving meanwhile may or may not
     /// be in the copy. Workspaces are not copied.
-    pub async fn backup(&self, dir: &Path) -> OpResult<serde_json::Value> {
+    pub async fn backup(&self, dir: &Path) -> OpResult<crate::protocol::BackupReply> {
         if !dir.is_absolute() {
             return Err(OpError::new(
                 ErrorCode::BadRequest,
@@ -315,11 +315,11 @@ impl Hub {
             .map_err(OpError::internal)?
             .map_err(|e| OpError::internal(format!("the backup failed: {e}")))?;
         drop(guards);
-        Ok(serde_json::json!({
-            "dir": dir.display().to_string(),
-            "sessions": hosts.len(),
-            "trees": copied,
-        }))
+        Ok(crate::protocol::BackupReply {
+            dir: dir.display().to_string(),
+            sessions: hosts.len(),
+            trees: copied,
+        })
     }
 
     // ----- creation -------------------------------------------------------
@@ -520,7 +520,7 @@ impl Hub {
         task: &crate::environment::family::TaskRef,
         image: crate::taskstd::image::FamilyImage,
         budget_ms: u64,
-    ) -> OpResult<crate::taskstd::FamilySession> {
+    ) -> OpResult<crate::session::meta::FamilySession> {
         let sandbox = self.open_sandbox(meta, &SessionState::new(budget_ms));
         let (task, workspace) = (task.clone(), meta.workspace.clone());
         tokio::task::spawn_blocking(move || {

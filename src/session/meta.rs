@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::environment::ScoringPlan;
+use crate::environment::family::TaskRef;
 
 /// Who does a session. Humans sort before agents in every table.
 #[derive(
@@ -110,9 +111,30 @@ pub struct SessionMeta {
     /// For a Task Standard family task: its family, image, instructions
     /// and how it is scored (`taskstd`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task_family: Option<crate::taskstd::FamilySession>,
+    pub task_family: Option<FamilySession>,
 }
 
 fn recorded_by_default() -> bool {
     true
+}
+
+/// What a family task's session keeps of its family, fixed at creation
+/// (`crate::taskstd` makes it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FamilySession {
+    pub task: TaskRef,
+    /// The family image the container was made from.
+    pub image: String,
+    /// `get_instructions(t)`, as the participant was given them.
+    pub instructions: String,
+    /// `get_permissions(t)`.
+    pub permissions: Vec<String>,
+    /// The variables the family declared it needs (values never stored).
+    pub required_env: Vec<String>,
+    /// Which helper operation takes the final score: `final`
+    /// (intermediate_score, then aggregate_scores over the log), `score`
+    /// (with the submission) or `intermediate_score`.
+    pub final_op: String,
+    /// Whether it has `teardown(t)`, run when the session ends.
+    pub teardown: bool,
 }

@@ -8,30 +8,6 @@ pub mod image;
 pub mod score_cmd;
 pub mod setup;
 
-use serde::{Deserialize, Serialize};
-
-use crate::environment::family::TaskRef;
-
-/// What a family task's session keeps of its family, fixed at creation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FamilySession {
-    pub task: TaskRef,
-    /// The family image the container was made from.
-    pub image: String,
-    /// `get_instructions(t)`, as the participant was given them.
-    pub instructions: String,
-    /// `get_permissions(t)`.
-    pub permissions: Vec<String>,
-    /// The variables the family declared it needs (values never stored).
-    pub required_env: Vec<String>,
-    /// Which helper operation takes the final score: `final`
-    /// (intermediate_score, then aggregate_scores over the log), `score`
-    /// (with the submission) or `intermediate_score`.
-    pub final_op: String,
-    /// Whether it has `teardown(t)`, run when the session ends.
-    pub teardown: bool,
-}
-
 /// The scorer's variables of a family task's scoring run.
 pub mod vars {
     /// JSON argv prefix that runs a command as root in the session's container.

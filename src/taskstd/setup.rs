@@ -12,9 +12,10 @@ use serde_json::Value;
 
 use super::call::call;
 use super::image::{AGENT_HOME_SKELETON, FamilyImage, run_shell};
-use super::{FamilySession, required_values};
+use super::required_values;
 use crate::environment::family::TaskRef;
 use crate::environment::family::helper::strings;
+use crate::session::meta::FamilySession;
 
 /// How long `start(t)` may take.
 const START_LIMIT: Duration = Duration::from_secs(3600);

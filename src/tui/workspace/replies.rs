@@ -4,7 +4,8 @@
 use serde::de::DeserializeOwned;
 
 use crate::protocol::{
-    AttachMode, AttachReply, Audience, ErrorCode, Request, ScoreView, SessionView, ShellInfo,
+    AttachMode, AttachReply, Audience, ErrorCode, InstructionsReply, Request, ScoreView,
+    SessionView, ShellInfo,
 };
 use crate::session::{Event, EventKind, PauseReason, Phase};
 
@@ -133,11 +134,13 @@ impl App {
                 // The entry itself arrives as a pushed event (on_event).
             }
             Pending::Instructions => {
-                let text = value
-                    .get("instructions")
-                    .and_then(|t| t.as_str())
-                    .unwrap_or("(this environment has no instructions)");
-                self.instructions = Some(text.to_string());
+                if let Some(reply) = self.decode::<InstructionsReply>(value) {
+                    self.instructions = Some(if reply.instructions.is_empty() {
+                        "(this environment has no instructions)".to_string()
+                    } else {
+                        reply.instructions
+                    });
+                }
             }
             Pending::ShellList => {
                 if let Some(shells) = self.decode::<Vec<ShellInfo>>(value) {
