@@ -2,7 +2,6 @@
 //! scoring runs, and serves the protocol on two Unix sockets (admin and
 //! participant) in the data dir. Exactly one server runs per data dir.
 
-mod budget;
 mod conn;
 mod family;
 pub mod host;

@@ -7,8 +7,8 @@ use crate::session::EndReason;
 use crate::session::budget::{BudgetDue, due, ms_until_due};
 use crate::session::{EventKind, PauseReason, Phase};
 
-use super::host::{Host, StoreFault};
-use super::hub::{Hub, SYSTEM};
+use super::{Hub, SYSTEM};
+use crate::server::host::{Host, StoreFault};
 
 /// Longest sleep between checks even when nothing is due (guards against a missed wake).
 const MAX_SLEEP: Duration = Duration::from_secs(30);
@@ -16,8 +16,8 @@ const MAX_SLEEP: Duration = Duration::from_secs(30);
 const STORE_RETRY: Duration = Duration::from_secs(2);
 
 /// The runner itself, pausing and resuming on its own account.
-fn system() -> super::hub::Actor {
-    super::hub::Actor {
+fn system() -> super::Actor {
+    super::Actor {
         name: SYSTEM.into(),
         audience: crate::protocol::Audience::Admin,
         origin: None,

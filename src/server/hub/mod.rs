@@ -1,5 +1,7 @@
 //! The hub: every hosted session, and the operations on them.
 
+mod budget;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -27,12 +29,12 @@ use crate::session::{
 };
 use crate::store::Store;
 
-use super::family::{family_image, family_scorer_env};
-use super::host::{Host, OpError, OpResult};
-use super::scoring::{
+use crate::server::family::{family_image, family_scorer_env};
+use crate::server::host::{Host, OpError, OpResult};
+use crate::server::scoring::{
     ScorerContainment, ScorerReach, scoring_group_name, scoring_marker, take_score, use_calibration,
 };
-use super::shells::ShellEnded;
+use crate::server::shells::ShellEnded;
 
 /// Who asks: shown as `by` in the event log.
 #[derive(Debug, Clone, PartialEq)]
@@ -204,7 +206,7 @@ impl Hub {
             sandbox,
         );
         self.hosts().insert(host.meta.id.clone(), host.clone());
-        tokio::spawn(super::budget::run_timer(self.clone(), host.clone()));
+        tokio::spawn(budget::run_timer(self.clone(), host.clone()));
         tokio::spawn(watch_shell_exits(host.clone(), exits));
         host
     }
@@ -1299,7 +1301,7 @@ impl Hub {
     async fn start_clock(
         &self,
         host: &Arc<Host>,
-        live: &tokio::sync::MutexGuard<'_, super::host::Live>,
+        live: &tokio::sync::MutexGuard<'_, crate::server::host::Live>,
     ) {
         host.set_clock_running(live, true);
         self.thaw(host).await;
