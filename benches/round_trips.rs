@@ -68,7 +68,7 @@ impl Harness {
                     self.count.one_way += 1;
                     self.conn.post(request).await.unwrap();
                 }
-                Effect::Bell | Effect::Exit(_) => {}
+                Effect::Bell | Effect::Copy(_) | Effect::Exit(_) => {}
             }
         }
     }

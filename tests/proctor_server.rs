@@ -373,7 +373,7 @@ async fn the_mirror_shows_what_the_drivers_shell_printed_and_sends_nothing() {
         data: b64_encode(text.as_bytes()),
     };
     driver
-        .send(input("echo before-$((6*7))\r"))
+        .send(input("seq -f 'hist-%g' 1 60; echo before-$((6*7))\r"))
         .await
         .expect("input");
 
@@ -390,8 +390,23 @@ async fn the_mirror_shows_what_the_drivers_shell_printed_and_sends_nothing() {
                 .is_some_and(|m| m.tab.parser.screen().contents().contains(text))
         }
     };
-    // What was printed before the proctor came is in the attach screen.
+    // What was printed before the proctor came is in the attach screen…
     p.until("the earlier output", mirror_has("before-42")).await;
+    // …and what scrolled off it is in the mirror's history.
+    assert!(!mirror_has("hist-1\n")(&p.app));
+    p.key(KeyCode::Char('g')).await;
+    let top = p.app.detail.as_ref().unwrap().mirrors[0]
+        .tab
+        .parser
+        .screen()
+        .contents();
+    assert!(
+        top.contains("hist-1\n") && top.contains("hist-2\n"),
+        "{top}"
+    );
+    assert!(p.screen().contains("lines back"));
+    p.key(KeyCode::Char('G')).await;
+    assert_eq!(p.app.detail.as_ref().unwrap().mirrors[0].tab.scrolled(), 0);
 
     driver
         .send(input("echo after-$((7*8))\r"))

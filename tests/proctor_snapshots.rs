@@ -97,6 +97,7 @@ fn detail_view_mirrors_a_shell_beside_the_scores() {
                 rows: 30,
                 alive: true,
                 has_driver: true,
+                last_input_at: None,
             },
             ShellInfo {
                 shell: 1,
@@ -104,6 +105,7 @@ fn detail_view_mirrors_a_shell_beside_the_scores() {
                 rows: 30,
                 alive: true,
                 has_driver: false,
+                last_input_at: None,
             },
         ],
     );

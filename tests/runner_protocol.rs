@@ -614,4 +614,13 @@ async fn one_way_input_is_answered_only_when_refused() {
     .await
     .expect("the refusal in time");
     assert_eq!(refused, (info.shell, ErrorCode::Forbidden));
+    // The shell says when input last reached it (a workspace reopens that tab).
+    let mut admin = server.admin().await;
+    let shells: Vec<ShellInfo> = admin
+        .call(Request::ShellList {
+            session: session.id.clone(),
+        })
+        .await
+        .unwrap();
+    assert!(shells[0].last_input_at.is_some(), "{shells:?}");
 }

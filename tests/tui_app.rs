@@ -454,3 +454,146 @@ fn a_proctors_note_reaches_the_participant_with_the_bell() {
     }));
     assert!(!effects.iter().any(|e| matches!(e, Effect::Bell)));
 }
+
+fn typed(app: &mut App, text: &str) -> Vec<Effect> {
+    let mut effects = Vec::new();
+    for c in text.chars() {
+        effects.extend(app.update(key(KeyCode::Char(c))));
+    }
+    effects
+}
+
+fn copied(effects: &[Effect]) -> Vec<String> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Copy(text) => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A running workspace whose shell printed 200 numbered lines, one saying ERROR.
+fn app_with_history() -> App {
+    let mut app = running_app(5000.0);
+    let mut out = String::new();
+    for i in 0..200 {
+        out.push_str(&format!(
+            "output {i}{}\r\n",
+            if i == 42 { " ERROR disk full" } else { "" }
+        ));
+    }
+    app.update(Action::ShellOutput {
+        shell: 0,
+        data: out.into_bytes(),
+    });
+    app
+}
+
+#[test]
+fn the_scrollback_is_searched_older_then_newer() {
+    let mut app = app_with_history();
+    app.update(ctrl('g'));
+    app.update(key(KeyCode::Char('[')));
+    assert!(app.scroll_mode);
+    typed(&mut app, "/error");
+    assert!(app.search.as_ref().unwrap().editing);
+    assert!(
+        sent_input(&app.update(key(KeyCode::Enter))).is_empty(),
+        "nothing reaches the shell"
+    );
+    let found = app.search.as_ref().unwrap().found.expect("a match");
+    assert_eq!(found.row, 0, "brought to the top of the view");
+    assert!(
+        app.tabs[0]
+            .parser
+            .screen()
+            .contents()
+            .starts_with("output 42 ERROR disk full")
+    );
+    // Nothing older; the footer says so and the view stays.
+    app.update(key(KeyCode::Char('n')));
+    assert!(
+        app.visible_notice()
+            .unwrap()
+            .text
+            .contains("no older match")
+    );
+    assert_eq!(app.search.as_ref().unwrap().found, Some(found));
+    // Esc leaves the history and the search.
+    app.update(key(KeyCode::Esc));
+    assert!(!app.scroll_mode && app.search.is_none());
+    assert_eq!(app.tabs[0].scrolled(), 0);
+}
+
+#[test]
+fn the_view_and_a_mouse_drag_are_copied_to_the_terminal_clipboard() {
+    use ratatui::crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    let mut app = app_with_history();
+    app.update(ctrl('g'));
+    app.update(key(KeyCode::Char('[')));
+    let view = copied(&app.update(key(KeyCode::Char('y'))));
+    assert_eq!(view.len(), 1);
+    assert_eq!(view[0].lines().count(), app.areas().pane.height as usize);
+    assert!(app.visible_notice().unwrap().text.starts_with("copied"));
+    // A drag over two rows of the pane copies those two lines.
+    let pane = app.areas().pane;
+    let mouse = |kind, row| {
+        Action::Mouse(MouseEvent {
+            kind,
+            column: pane.x + 2,
+            row: pane.y + row,
+            modifiers: KeyModifiers::NONE,
+        })
+    };
+    app.update(mouse(MouseEventKind::Down(MouseButton::Left), 3));
+    app.update(mouse(MouseEventKind::Drag(MouseButton::Left), 4));
+    let dragged = copied(&app.update(mouse(MouseEventKind::Up(MouseButton::Left), 4)));
+    let shown: Vec<String> = app.tabs[0]
+        .parser
+        .screen()
+        .rows(0, pane.width)
+        .map(|r| r.trim_end().to_string())
+        .collect();
+    assert_eq!(dragged, [format!("{}\n{}", shown[3], shown[4])]);
+    assert!(app.selection.is_none());
+}
+
+#[test]
+fn a_tab_can_be_named_and_given_back_its_title() {
+    let mut app = running_app(5000.0);
+    app.update(ctrl('g'));
+    app.update(key(KeyCode::Char('t')));
+    assert!(matches!(app.overlay, Some(Overlay::RenameTab { .. })));
+    typed(&mut app, "training");
+    app.update(key(KeyCode::Enter));
+    assert_eq!(app.tabs[0].label(), "training");
+    app.update(ctrl('g'));
+    app.update(key(KeyCode::Char('t')));
+    for _ in 0.."training".len() {
+        app.update(key(KeyCode::Backspace));
+    }
+    app.update(key(KeyCode::Enter));
+    assert_eq!(app.tabs[0].label(), "shell");
+}
+
+#[test]
+fn attaching_again_opens_the_tab_last_typed_into() {
+    let mut app = App::new(
+        "s1",
+        &Config::default(),
+        Theme { color: false },
+        Rect::new(0, 0, 140, 45),
+    );
+    app.update(reply(Pending::Show, view_json("running", 5000.0)));
+    let shells = serde_json::json!([
+        {"shell": 1, "cols": 80, "rows": 24, "alive": true, "has_driver": false,
+         "last_input_at": "2027-01-15T09:00:00Z"},
+        {"shell": 4, "cols": 80, "rows": 24, "alive": true, "has_driver": false,
+         "last_input_at": "2027-01-15T09:30:00Z"},
+        {"shell": 6, "cols": 80, "rows": 24, "alive": true, "has_driver": false}
+    ]);
+    app.update(reply(Pending::ShellList, shells));
+    assert_eq!(app.tabs.len(), 3);
+    assert_eq!(app.tabs[app.active_tab].shell, 4);
+}

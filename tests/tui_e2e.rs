@@ -96,16 +96,17 @@ fn start_type_score_tabs_detach_attach_submit() {
     assert_eq!(again[3], "attach");
     let session = again[4].to_string();
 
-    // Attach again: both tabs, both screens restored.
+    // Attach again: both tabs, both screens restored, and the one last typed
+    // into (the second) is shown first.
     t.open("w2", &format!("attach {session}"), &config_home);
     t.wait_text("w2", "2:shell");
-    t.wait_for("w2", "the first tab's screen", |s| {
-        pane_lines(s).iter().any(|l| l == "hello-tui")
+    t.wait_for("w2", "the second tab's screen, shown first", |s| {
+        pane_lines(s).iter().any(|l| l == "second-tab")
     });
     t.keys("w2", &["C-g"]);
-    t.keys("w2", &["2"]);
-    t.wait_for("w2", "the second tab's screen", |s| {
-        pane_lines(s).iter().any(|l| l == "second-tab")
+    t.keys("w2", &["1"]);
+    t.wait_for("w2", "the first tab's screen", |s| {
+        pane_lines(s).iter().any(|l| l == "hello-tui")
     });
 
     // Submit, confirm, and the summary.

@@ -368,6 +368,9 @@ pub struct ShellInfo {
     pub rows: u16,
     pub alive: bool,
     pub has_driver: bool,
+    /// When input last reached the shell (none yet, or an older server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_input_at: Option<DateTime<Utc>>,
 }
 
 /// Reply to `shell_attach`: the current screen, so the client can draw it at once.

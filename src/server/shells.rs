@@ -14,6 +14,9 @@ use crate::store::{Chunk, ChunkKind, Store};
 
 /// Lines of scrollback kept on the server's screen of each shell.
 pub const SCROLLBACK_LINES: usize = 10_000;
+/// History lines an attach reply carries before the screen (a workspace
+/// coming back, a proctor's mirror: both can scroll back through them).
+pub const ATTACH_HISTORY_LINES: usize = 2_000;
 /// Cursor position request; vt100 does not answer it, so we do.
 const CURSOR_QUERY: &[u8] = b"\x1b[6n";
 
@@ -38,6 +41,9 @@ struct Screen {
     driver: Option<Subscriber>,
     watchers: Vec<Subscriber>,
     next_chunk: u64,
+    /// When input last reached it: a workspace that attaches again opens
+    /// the tab the expert last typed into.
+    last_input_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// Gives the session's active time for recording timestamps.
@@ -136,6 +142,7 @@ impl ShellHost {
                 driver: None,
                 watchers: Vec::new(),
                 next_chunk,
+                last_input_at: None,
             }),
         });
         host.record(
@@ -194,6 +201,7 @@ impl ShellHost {
             rows: screen.rows,
             alive: screen.exit.is_none(),
             has_driver: screen.driver.is_some(),
+            last_input_at: screen.last_input_at,
         }
     }
 
@@ -231,7 +239,12 @@ impl ShellHost {
             shell: self.id,
             cols: screen.cols,
             rows: screen.rows,
-            screen: b64_encode(&screen.parser.screen().state_formatted()),
+            screen: b64_encode(&{
+                // History first, so the client's own scrollback has it.
+                let mut bytes = history_formatted(&mut screen.parser, ATTACH_HISTORY_LINES);
+                bytes.extend(screen.parser.screen().state_formatted());
+                bytes
+            }),
             alive: screen.exit.is_none(),
         }
     }
@@ -256,6 +269,7 @@ impl ShellHost {
         if self.record_input {
             self.record_locked(&mut screen, ChunkKind::Input, data.clone());
         }
+        screen.last_input_at = Some(chrono::Utc::now());
         self.commands
             .send(PtyCommand::Input(data))
             .map_err(|_| "the shell has exited".to_string())
@@ -470,6 +484,37 @@ fn own_pty(
     }
 }
 
+/// The last `max` lines of a screen's history (not the screen itself), as
+/// bytes that put them into a fresh parser's scrollback: each line, then
+/// enough newlines to scroll the last of them off the screen. Nothing for a
+/// program on the alternate screen (it has no history of its own).
+fn history_formatted(parser: &mut vt100::Parser, max: usize) -> Vec<u8> {
+    let screen = parser.screen_mut();
+    if screen.alternate_screen() {
+        return Vec::new();
+    }
+    let (rows, cols) = screen.size();
+    screen.set_scrollback(usize::MAX);
+    let total = screen.scrollback();
+    let mut out = Vec::new();
+    let mut line = total - total.min(max);
+    while line < total {
+        // The view scrolled back by `total - line` starts at history line `line`.
+        screen.set_scrollback(total - line);
+        for row in screen.rows_formatted(0, cols).take(total - line) {
+            out.extend_from_slice(b"\x1b[m");
+            out.extend_from_slice(&row);
+            out.extend_from_slice(b"\x1b[m\r\n");
+        }
+        line += rows as usize;
+    }
+    screen.set_scrollback(0);
+    if !out.is_empty() {
+        out.extend(b"\r\n".repeat(rows.saturating_sub(1) as usize));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -481,5 +526,50 @@ mod tests {
         assert!(silent_too_long(1_000, 6_000));
         // A paused session's clock stands still: its frozen shell never is.
         assert!(!silent_too_long(1_000, 900));
+    }
+
+    /// Every line of a parser's history and screen, oldest first.
+    fn all_lines(parser: &mut vt100::Parser) -> Vec<String> {
+        let (rows, cols) = parser.screen().size();
+        parser.screen_mut().set_scrollback(usize::MAX);
+        let total = parser.screen().scrollback();
+        let mut lines = Vec::new();
+        for line in 0..total {
+            parser.screen_mut().set_scrollback(total - line);
+            lines.push(parser.screen().rows(0, cols).next().unwrap_or_default());
+        }
+        parser.screen_mut().set_scrollback(0);
+        lines.extend(parser.screen().rows(0, cols).take(rows as usize));
+        lines
+    }
+
+    #[test]
+    fn an_attach_carries_the_history_into_the_clients_scrollback() {
+        let mut server = vt100::Parser::new(6, 40, SCROLLBACK_LINES);
+        for i in 0..30 {
+            server.process(format!("\x1b[1mline {i}\x1b[m plain\r\n").as_bytes());
+        }
+        server.process(b"$ ");
+        let mut reply = history_formatted(&mut server, 100);
+        reply.extend(server.screen().state_formatted());
+        assert_eq!(
+            server.screen().scrollback(),
+            0,
+            "the server's view is live again"
+        );
+        let mut client = vt100::Parser::new(6, 40, 1000);
+        client.process(&reply);
+        assert_eq!(all_lines(&mut client), all_lines(&mut server));
+        assert_eq!(client.screen().contents(), server.screen().contents());
+        // Bounded: only the newest lines of history.
+        let mut short = vt100::Parser::new(6, 40, 1000);
+        short.process(&history_formatted(&mut server, 10));
+        short.process(&server.screen().state_formatted());
+        let lines = all_lines(&mut short);
+        assert_eq!(lines.len(), 10 + 6);
+        assert_eq!(lines[0].trim_end(), "line 15 plain");
+        // A program on the alternate screen: no history to carry.
+        server.process(b"\x1b[?1049h");
+        assert!(history_formatted(&mut server, 100).is_empty());
     }
 }

@@ -32,6 +32,8 @@ pub enum Effect<P, X> {
     Post(Request),
     /// Ring the real terminal's bell.
     Bell,
+    /// Put text on the outer terminal's clipboard.
+    Copy(String),
     Exit(X),
 }
 
@@ -248,6 +250,7 @@ async fn perform<A: ClientApp>(
                 }
             }
             Effect::Bell => terminal::bell(),
+            Effect::Copy(text) => terminal::copy_to_clipboard(&text),
             Effect::Exit(exit) => return Ok(Some(exit)),
         }
     }

@@ -63,6 +63,21 @@ pub fn bell() {
     let _ = out.flush();
 }
 
+/// Puts `text` on the clipboard of the terminal we run in (OSC 52, as tmux
+/// does; tmux itself passes it on with `set-clipboard on`).
+pub fn copy_to_clipboard(text: &str) {
+    let mut out = std::io::stdout();
+    let _ = out.write_all(osc52(text).as_bytes());
+    let _ = out.flush();
+}
+
+pub fn osc52(text: &str) -> String {
+    format!(
+        "\x1b]52;c;{}\x07",
+        crate::protocol::b64_encode(text.as_bytes())
+    )
+}
+
 /// Reads terminal events on a thread of its own (crossterm's reader blocks).
 /// It checks `stop` between polls so it does not eat keys after we leave.
 pub fn spawn_event_reader(stop: Arc<AtomicBool>) -> mpsc::Receiver<Event> {
@@ -99,5 +114,13 @@ pub fn drain_queued<T, A, I: IntoIterator<Item = A>>(
             Ok(item) => out.extend(map(item)),
             Err(_) => break,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn clipboard_text_goes_out_as_osc_52() {
+        assert_eq!(super::osc52("hi\n"), "\x1b]52;c;aGkK\x07");
     }
 }

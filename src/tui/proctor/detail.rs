@@ -130,6 +130,17 @@ impl Detail {
         self.mirrors.get(self.active)
     }
 
+    /// Scrolls the shown mirror's history (the attach carries the server's
+    /// recent history): `lines` back (positive) or forward; `None` = live.
+    pub fn scroll_mirror(&mut self, lines: Option<isize>) {
+        if let Some(m) = self.mirrors.get_mut(self.active) {
+            match lines {
+                Some(n) => m.tab.scroll_by(n),
+                None => m.tab.scroll_to_bottom(),
+            }
+        }
+    }
+
     pub fn next_tab(&mut self, step: isize) {
         let n = self.mirrors.len() as isize;
         if n > 0 {
@@ -185,6 +196,7 @@ mod tests {
             rows,
             alive: true,
             has_driver: true,
+            last_input_at: None,
         }
     }
 

@@ -239,6 +239,19 @@ impl App {
                     detail.active = i;
                 }
             }
+            // The shell's history in the mirror, the exec list in the other pane.
+            KeyCode::Up | KeyCode::Char('k') if detail.pane == Pane::Shells => {
+                detail.scroll_mirror(Some(1))
+            }
+            KeyCode::Down | KeyCode::Char('j') if detail.pane == Pane::Shells => {
+                detail.scroll_mirror(Some(-1))
+            }
+            KeyCode::Home | KeyCode::Char('g') if detail.pane == Pane::Shells => {
+                detail.scroll_mirror(Some(isize::MAX / 2))
+            }
+            KeyCode::End | KeyCode::Char('G') if detail.pane == Pane::Shells => {
+                detail.scroll_mirror(None)
+            }
             KeyCode::Up | KeyCode::Char('k') => detail.move_exec(-1),
             KeyCode::Down | KeyCode::Char('j') => detail.move_exec(1),
             KeyCode::PageUp => detail.score_scroll = detail.score_scroll.saturating_sub(5),
@@ -692,6 +705,7 @@ mod tests {
             rows: 24,
             alive: true,
             has_driver: true,
+            last_input_at: None,
         }];
         let effects = a.update(Action::Reply {
             pending: Pending::DetailShells("a1k9qz".into()),

@@ -9,3 +9,4 @@ pub mod score;
 pub mod shell_tab;
 pub mod theme;
 pub mod viewport;
+pub mod wrap;

@@ -32,13 +32,30 @@ pub fn best_score(scores: &[ScoreView], lower_is_better: bool) -> Option<&ScoreV
 
 /// `2.30 ms  (0.000)`, or why there is no value.
 pub fn score_text(score: &ScoreView, unit: &str) -> String {
-    if score.hidden {
-        return "score recorded (hidden)".into();
-    }
+    score_text_led(score, unit, Lead::Raw)
+}
+
+/// Which value a score line starts with: the participant reads their own
+/// metric first, a proctor comparing sessions the normalized score.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lead {
+    Raw,
+    Normalized,
+}
+
+/// A score as one line, led by `lead`: `2.30 ms  (0.000)` or
+/// `0.000  (2.30 ms)`, else why there is no value.
+pub fn score_text_led(score: &ScoreView, unit: &str, lead: Lead) -> String {
     match (score.valid, score.raw, score.normalized) {
         (Some(true), Some(raw), Some(n)) => {
-            format!("{}  ({})", format::raw(raw, unit), format::normalized(n))
+            let (raw, n) = (format::raw(raw, unit), format::normalized(n));
+            match lead {
+                Lead::Raw => format!("{raw}  ({n})"),
+                Lead::Normalized => format!("{n}  ({raw})"),
+            }
         }
+        // A participant's copy of a hidden score has no values at all.
+        _ if score.hidden && score.valid.is_none() => "score recorded (hidden)".into(),
         (Some(false), ..) => format!("invalid: {}", score.message),
         _ => score.message.clone(),
     }

@@ -30,6 +30,17 @@ impl vt100::Callbacks for ShellSignals {
     }
 }
 
+/// A search match: its line, and where it shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Found {
+    /// Its index among all lines kept (0 = the oldest).
+    pub line: usize,
+    /// The scrollback offset that shows it…
+    pub offset: usize,
+    /// …on this row of the view.
+    pub row: u16,
+}
+
 pub struct ShellTab {
     pub shell: u32,
     pub parser: vt100::Parser<ShellSignals>,
@@ -38,6 +49,8 @@ pub struct ShellTab {
     pub alive: bool,
     /// Why this tab no longer shows the shell (exited, taken over).
     pub gone: Option<String>,
+    /// A name the expert gave the tab (over the program's title).
+    pub name: Option<String>,
     /// Output that came before the attach reply: it follows the screen the reply carries.
     early: Vec<u8>,
 }
@@ -53,6 +66,7 @@ impl ShellTab {
             attached: false,
             alive: true,
             gone: None,
+            name: None,
             early: Vec::new(),
         }
     }
@@ -128,11 +142,77 @@ impl ShellTab {
         self.parser.screen_mut().set_scrollback(0);
     }
 
-    /// The tab's name: the program's title, else `shell`.
+    /// Rows `from..=to` of the view as it is now, as text (trailing blanks
+    /// cut), one line each.
+    pub fn view_text(&self, from: u16, to: u16) -> String {
+        let (from, to) = (from.min(to), from.max(to));
+        let cols = self.size().1;
+        self.parser
+            .screen()
+            .rows(0, cols)
+            .enumerate()
+            .filter(|(i, _)| (from as usize..=to as usize).contains(i))
+            .map(|(_, row)| row.trim_end().to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Every line of history and of the screen, oldest first, and the index
+    /// of the line at the top of the view now.
+    pub fn lines(&mut self) -> (Vec<String>, usize) {
+        let now = self.scrolled();
+        let (rows, cols) = self.size();
+        let rows = rows as usize;
+        let screen = self.parser.screen_mut();
+        screen.set_scrollback(usize::MAX);
+        let oldest = screen.scrollback();
+        let mut lines = vec![String::new(); oldest + rows];
+        // The view at offset o shows lines oldest - o .. oldest - o + rows.
+        let mut offset = oldest;
+        loop {
+            screen.set_scrollback(offset);
+            let top = oldest - offset;
+            for (i, row) in screen.rows(0, cols).enumerate().take(rows) {
+                lines[top + i] = row;
+            }
+            if offset == 0 {
+                break;
+            }
+            offset = offset.saturating_sub(rows);
+        }
+        screen.set_scrollback(now);
+        (lines, oldest - now)
+    }
+
+    /// The nearest line holding `needle` (case-insensitive) before line
+    /// `from` (`older`) or after it, scrolled to the top of the view.
+    pub fn find(&mut self, needle: &str, from: usize, older: bool) -> Option<Found> {
+        let needle = needle.to_lowercase();
+        let (lines, _) = self.lines();
+        let hit = |i: &usize| lines[*i].to_lowercase().contains(&needle);
+        let line = if older {
+            (0..from.min(lines.len())).rev().find(hit)
+        } else {
+            (from.saturating_add(1)..lines.len()).find(hit)
+        }?;
+        // To the top of the view, or as near as the history allows.
+        let rows = self.size().0 as usize;
+        let oldest = lines.len().saturating_sub(rows);
+        let offset = oldest.saturating_sub(line);
+        self.parser.screen_mut().set_scrollback(offset);
+        Some(Found {
+            line,
+            offset,
+            row: (line - (oldest - offset)) as u16,
+        })
+    }
+
+    /// The tab's name: the expert's, else the program's title, else `shell`.
     pub fn label(&self) -> String {
-        match &self.parser.callbacks().title {
-            Some(t) => t.clone(),
-            None => "shell".into(),
+        match (&self.name, &self.parser.callbacks().title) {
+            (Some(name), _) => name.clone(),
+            (None, Some(title)) => title.clone(),
+            (None, None) => "shell".into(),
         }
     }
 }
@@ -167,5 +247,36 @@ mod tests {
         assert!(tab.resize(10, 30));
         assert!(!tab.resize(10, 30));
         assert_eq!(tab.size(), (10, 30));
+    }
+
+    #[test]
+    fn search_finds_lines_in_history_and_brings_them_into_view() {
+        let mut tab = ShellTab::new(1, 5, 30);
+        tab.load_screen(5, 30, b"");
+        for i in 0..40 {
+            tab.feed(format!("line {i}{}\r\n", if i == 7 { " ERROR here" } else { "" }).as_bytes());
+        }
+        let (lines, top) = tab.lines();
+        assert_eq!(lines[0], "line 0");
+        assert_eq!(lines[39], "line 39");
+        assert_eq!(top, lines.len() - 5, "live: the last five lines");
+        let found = tab.find("error", top, true).expect("a match");
+        assert_eq!((found.line, found.row), (7, 0));
+        assert_eq!(found.offset, tab.scrolled());
+        assert_eq!(tab.lines().1, 7, "the match is the view's top line");
+        assert!(
+            tab.parser
+                .screen()
+                .contents()
+                .starts_with("line 7 ERROR here")
+        );
+        // Nothing older; newer from the match finds nothing else either.
+        assert_eq!(tab.find("error", 7, true), None);
+        assert_eq!(tab.find("error", 7, false), None);
+        assert_eq!(tab.find("line 30", 7, false).map(|f| f.line), Some(30));
+        // Near the live end it cannot be the top line: the row says where it is.
+        let last = tab.find("line 39", 30, false).expect("a match");
+        assert_eq!((last.offset, last.row), (0, 3));
+        assert_eq!(tab.find("no such text", 40, true), None);
     }
 }

@@ -80,6 +80,11 @@ impl Theme {
         self.fg(Color::Cyan)
     }
 
+    /// A scrollback search's matching line.
+    pub fn search_match(&self) -> Style {
+        Style::default().add_modifier(Modifier::REVERSED)
+    }
+
     /// The state badge: RUNNING / PAUSED / ENDED.
     pub fn state(&self, state: Phase) -> Style {
         let base = Style::default().add_modifier(Modifier::BOLD);

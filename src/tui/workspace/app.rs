@@ -17,6 +17,25 @@ use super::prefix::PrefixMachine;
 use crate::tui::widgets::shell_tab::ShellTab;
 use crate::tui::widgets::theme::Theme;
 
+/// Rows of the view being selected with the mouse (to copy on release).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Selection {
+    /// The scrollback offset the rows belong to.
+    pub offset: usize,
+    pub from: u16,
+    pub to: u16,
+}
+
+/// A search of the scrollback: what is looked for, and where it was last found.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Search {
+    pub query: String,
+    /// The query is being typed (in the footer).
+    pub editing: bool,
+    /// The last match: its line, and where it shows (to highlight it).
+    pub found: Option<crate::tui::widgets::shell_tab::Found>,
+}
+
 /// Remaining-time thresholds that get a warning (seconds).
 pub const WARNING_THRESHOLDS: [u64; 3] = [3600, 900, 300];
 /// How long a warning banner stays up.
@@ -52,6 +71,10 @@ pub enum Overlay {
         shell: u32,
     },
     ConfirmSubmit,
+    /// A name for the active tab.
+    RenameTab {
+        text: String,
+    },
     /// The answer a task scored from its answer is submitted with.
     Answer {
         text: String,
@@ -178,6 +201,10 @@ pub struct App {
     pub prefix: PrefixMachine,
     /// Scrollback mode: keys scroll the active tab instead of reaching the shell.
     pub scroll_mode: bool,
+    /// Searching the active tab's scrollback (`/` in scrollback mode).
+    pub search: Option<Search>,
+    /// Rows being selected with the mouse.
+    pub selection: Option<Selection>,
     pub side_panel: bool,
     pub mouse: bool,
     /// The terminal size.
@@ -213,6 +240,8 @@ impl App {
             active_tab: 0,
             prefix: PrefixMachine::new(config.prefix),
             scroll_mode: false,
+            search: None,
+            selection: None,
             side_panel: config.side_panel,
             mouse: config.mouse,
             area,

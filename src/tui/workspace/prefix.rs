@@ -17,6 +17,7 @@ pub enum Command {
     PrevTab,
     GoToTab(usize),
     CloseTab,
+    RenameTab,
     ToggleSidePanel,
     Scrollback,
     /// Take the shell back after another client took it over.
@@ -76,6 +77,11 @@ pub const BINDINGS: &[Binding] = &[
         what: "go to tab N",
     },
     Binding {
+        keys: "t",
+        command: Command::RenameTab,
+        what: "name this tab (empty: the program's title again)",
+    },
+    Binding {
         keys: "x",
         command: Command::CloseTab,
         what: "close this tab (asks first)",
@@ -130,6 +136,7 @@ pub fn command_for(key: &KeyEvent) -> Option<Command> {
         KeyCode::Char(',') | KeyCode::Left => Command::PrevTab,
         KeyCode::Char(d @ '1'..='9') => Command::GoToTab(usize::from(d as u8 - b'1')),
         KeyCode::Char('x') => Command::CloseTab,
+        KeyCode::Char('t') => Command::RenameTab,
         KeyCode::Char('b') => Command::ToggleSidePanel,
         KeyCode::Char('[') | KeyCode::PageUp => Command::Scrollback,
         KeyCode::Char('r') => Command::Reattach,

@@ -146,8 +146,18 @@ impl App {
                 if let Some(shells) = self.decode::<Vec<ShellInfo>>(value) {
                     let mut live: Vec<&ShellInfo> = shells.iter().filter(|s| s.alive).collect();
                     live.sort_by_key(|s| s.shell);
-                    for info in live {
+                    let fresh = self.tabs.is_empty();
+                    for info in &live {
                         self.add_tab(info.shell, effects);
+                    }
+                    // Coming back: the tab last typed into is the one shown.
+                    let last_used = live
+                        .iter()
+                        .filter_map(|s| s.last_input_at.map(|at| (at, s.shell)))
+                        .max()
+                        .and_then(|(_, shell)| self.tabs.iter().position(|t| t.shell == shell));
+                    if fresh && let Some(index) = last_used {
+                        self.active_tab = index;
                     }
                     if self.tabs.is_empty() && self.opening_shells == 0 {
                         self.open_shell(effects);

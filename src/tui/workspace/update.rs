@@ -1,14 +1,16 @@
 //! How the workspace answers the expert: keys, pastes, the mouse, resizes.
 //! (Server replies and events are in `replies`.)
 
-use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
+use ratatui::crossterm::event::{
+    KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
 use ratatui::layout::{Position, Rect};
 
 use crate::protocol::{Request, b64_encode};
 use crate::session::PauseReason;
 use crate::session::Phase;
 
-use super::app::{Action, App, Effect, Exit, Overlay, Pending, Screen};
+use super::app::{Action, App, Effect, Exit, Overlay, Pending, Screen, Search, Selection};
 use super::prefix::{Command, Outcome};
 use crate::tui::widgets::keys::{encode_key, encode_mouse, encode_paste, is_input};
 use crate::tui::widgets::theme::Urgency;
@@ -130,7 +132,7 @@ impl App {
             Outcome::Command(c) => self.command(c, effects),
             Outcome::Forward(k) => {
                 if self.scroll_mode {
-                    self.scroll_key(k);
+                    self.scroll_key(k, effects);
                     return;
                 }
                 let Some(tab) = self.active_tab_mut() else {
@@ -176,7 +178,99 @@ impl App {
         }));
     }
 
-    fn scroll_key(&mut self, key: KeyEvent) {
+    /// Text to the outer terminal's clipboard (OSC 52), said in the footer.
+    fn copy(&mut self, text: String, effects: &mut Vec<Effect>) {
+        if text.trim().is_empty() {
+            return;
+        }
+        let lines = text.lines().count();
+        effects.push(Effect::Copy(text));
+        self.notify(match lines {
+            1 => "copied 1 line (to your terminal's clipboard)".to_string(),
+            n => format!("copied {n} lines (to your terminal's clipboard)"),
+        });
+    }
+
+    /// A key while the search query is typed: `true` if it was the search's.
+    fn search_key(&mut self, key: &KeyEvent) -> bool {
+        let Some(search) = self.search.as_mut().filter(|s| s.editing) else {
+            return false;
+        };
+        match key.code {
+            KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => {
+                search.query.push(c)
+            }
+            KeyCode::Backspace => {
+                search.query.pop();
+            }
+            KeyCode::Esc => self.search = None,
+            KeyCode::Enter => {
+                search.editing = false;
+                search.found = None;
+                if search.query.is_empty() {
+                    self.search = None;
+                } else {
+                    self.find_next(true);
+                }
+            }
+            _ => {}
+        }
+        true
+    }
+
+    /// The next match, older or newer than the last one (or than the view).
+    fn find_next(&mut self, older: bool) {
+        let Some(search) = self.search.clone().filter(|s| !s.query.is_empty()) else {
+            self.notify("/ searches the scrollback");
+            return;
+        };
+        let Some(tab) = self.tabs.get_mut(self.active_tab) else {
+            return;
+        };
+        let from = match search.found {
+            Some(found) => found.line,
+            // From the view: older starts above its top line, newer below it.
+            None if older => tab.lines().1 + tab.size().0 as usize,
+            None => tab.lines().1,
+        };
+        match tab.find(&search.query, from, older) {
+            Some(found) => {
+                if let Some(s) = &mut self.search {
+                    s.found = Some(found);
+                }
+            }
+            None => self.notify(format!(
+                "no {} match for “{}”",
+                if older { "older" } else { "newer" },
+                search.query
+            )),
+        }
+    }
+
+    fn scroll_key(&mut self, key: KeyEvent, effects: &mut Vec<Effect>) {
+        if self.search_key(&key) {
+            return;
+        }
+        match key.code {
+            KeyCode::Char('/') => {
+                self.search = Some(Search {
+                    editing: true,
+                    ..Search::default()
+                });
+                return;
+            }
+            KeyCode::Char('n') => return self.find_next(true),
+            // The lines in view, to the outer terminal's clipboard.
+            KeyCode::Char('y') => {
+                if let Some(tab) = self.active_tab() {
+                    let text = tab.view_text(0, tab.size().0.saturating_sub(1));
+                    self.copy(text, effects);
+                }
+                return;
+            }
+            KeyCode::Char('N') => return self.find_next(false),
+            _ => {}
+        }
         let page = self.areas().pane.height.saturating_sub(1).max(1) as isize;
         let Some(tab) = self.active_tab_mut() else {
             self.scroll_mode = false;
@@ -198,6 +292,7 @@ impl App {
             KeyCode::Esc | KeyCode::Char('q') | KeyCode::Enter => {
                 tab.scroll_to_bottom();
                 self.scroll_mode = false;
+                self.search = None;
             }
             _ => {}
         }
@@ -248,6 +343,13 @@ impl App {
                     self.notify(format!("there is no tab {}", i + 1));
                 }
             }
+            Command::RenameTab => {
+                if let Some(tab) = self.active_tab() {
+                    self.overlay = Some(Overlay::RenameTab {
+                        text: tab.name.clone().unwrap_or_default(),
+                    });
+                }
+            }
             Command::CloseTab => {
                 if let Some(tab) = self.active_tab() {
                     self.overlay = Some(Overlay::ConfirmClose { shell: tab.shell });
@@ -266,6 +368,7 @@ impl App {
                 if let Some(tab) = self.active_tab_mut() {
                     tab.scroll_by(1);
                     self.scroll_mode = true;
+                    self.search = None;
                 }
             }
             Command::Submit => {
@@ -323,6 +426,17 @@ impl App {
             Overlay::Help => None,
             Overlay::Instructions { scroll } => self.instructions_key(scroll, key),
             Overlay::Note { text } => self.note_key(text, key, effects),
+            Overlay::RenameTab { text } => match edit_line(text, &key) {
+                LineEdit::Editing(text) => Some(Overlay::RenameTab { text }),
+                LineEdit::Cancel => None,
+                LineEdit::Enter(text) => {
+                    if let Some(tab) = self.active_tab_mut() {
+                        let name: String = text.trim().chars().take(40).collect();
+                        tab.name = (!name.is_empty()).then_some(name);
+                    }
+                    None
+                }
+            },
             Overlay::PauseChoice => {
                 let reason = match key.code {
                     KeyCode::Char('b') | KeyCode::Char('1') => Some(PauseReason::Break),
@@ -417,7 +531,11 @@ impl App {
 
     fn on_paste(&mut self, text: &str, effects: &mut Vec<Effect>) {
         match &mut self.overlay {
-            Some(Overlay::Note { text: note } | Overlay::Answer { text: note }) => {
+            Some(
+                Overlay::Note { text: note }
+                | Overlay::Answer { text: note }
+                | Overlay::RenameTab { text: note },
+            ) => {
                 let room = NOTE_MAX_CHARS.saturating_sub(note.chars().count());
                 note.extend(
                     text.chars()
@@ -476,7 +594,35 @@ impl App {
             }
             return;
         }
-        // The program did not ask for the mouse: the wheel reads our scrollback.
+        // The program did not ask for the mouse: a drag selects rows (copied
+        // when the button is let go), the wheel reads our scrollback.
+        let row = at.y - pane.y;
+        match event.kind {
+            MouseEventKind::Down(MouseButton::Left) => {
+                self.selection = Some(Selection {
+                    offset: tab.scrolled(),
+                    from: row,
+                    to: row,
+                });
+                return;
+            }
+            MouseEventKind::Drag(MouseButton::Left) => {
+                if let Some(s) = &mut self.selection {
+                    s.to = row;
+                }
+                return;
+            }
+            MouseEventKind::Up(MouseButton::Left) => {
+                if let Some(s) = self.selection.take()
+                    && s.offset == tab.scrolled()
+                {
+                    let text = tab.view_text(s.from, s.to);
+                    self.copy(text, effects);
+                }
+                return;
+            }
+            _ => {}
+        }
         if up {
             tab.scroll_by(WHEEL_LINES);
             self.scroll_mode = tab.scrolled() > 0;

@@ -18,7 +18,7 @@ use crate::tui::proctor::app::App;
 use crate::tui::proctor::detail::{Detail, Pane};
 use crate::tui::proctor::model::Tracked;
 use crate::tui::widgets::format;
-use crate::tui::widgets::score::draw_chart;
+use crate::tui::widgets::score::{Lead, draw_chart, score_text_led};
 use crate::tui::widgets::theme::{Theme, Urgency};
 use crate::tui::widgets::viewport::Viewport;
 
@@ -218,6 +218,12 @@ fn draw_mirror(app: &App, d: &Detail, t: &Tracked, frame: &mut Frame, area: Rect
     let cursor = Cursor::default().style(Style::default().add_modifier(Modifier::REVERSED));
     frame.render_widget(PseudoTerminal::new(&view).cursor(cursor), shown);
     let mut badges = Vec::new();
+    if m.tab.scrolled() > 0 {
+        badges.push(format!(
+            " history: {} lines back (G: live) ",
+            m.tab.scrolled()
+        ));
+    }
     if view.cropped(area.width, area.height) {
         badges.push(format!(" {cols}×{rows} cropped "));
     }
@@ -363,12 +369,7 @@ fn draw_side(app: &App, d: &Detail, t: &Tracked, frame: &mut Frame, area: Rect) 
 fn draw_summary(app: &App, t: &Tracked, frame: &mut Frame, area: Rect) {
     let theme = &app.theme;
     let v = &t.view;
-    let score = |s: &ScoreView| match (s.valid, s.raw, s.normalized) {
-        (Some(true), Some(raw), Some(n)) => {
-            format!("{}  ({})", format::normalized(n), format::raw(raw, &v.unit))
-        }
-        _ => format!("invalid: {}", s.message),
-    };
+    let score = |s: &ScoreView| score_text_led(s, &v.unit, Lead::Normalized);
     let best = t.best().map(score).unwrap_or_else(|| "none yet".into());
     let last = t
         .scores

@@ -188,6 +188,7 @@ fn draw_footer(app: &App, frame: &mut Frame, area: Rect) {
         Screen::Detail => &[
             ("Esc", "back"),
             ("Tab/1-9", "shell"),
+            ("↑/↓", "history"),
             ("v", "shells/execs"),
             ("p/r", "pause/resume"),
             ("x", "extend"),

@@ -145,7 +145,7 @@ fn confirm_word(kind: ActionKind) -> &'static str {
     }
 }
 
-const HELP: [(&str, &str); 25] = [
+const HELP: [(&str, &str); 26] = [
     (
         "↑/↓ j/k",
         "select a session (PgUp/PgDn, g/G: page, first, last)",
@@ -192,6 +192,10 @@ const HELP: [(&str, &str); 25] = [
     ),
     ("R", "re-read everything from the server"),
     ("Tab 1-9 [ ]", "in details: the shell to mirror"),
+    (
+        "↑/↓ g/G",
+        "in details: the mirrored shell's history (up to 2,000 lines; G: live)",
+    ),
     (
         "v",
         "in details: shells or exec history (↑/↓ picks an exec)",

@@ -39,6 +39,9 @@ pub fn hints(app: &App) -> Vec<(String, &'static str)> {
         ],
         Screen::Workspace if app.scroll_mode => vec![
             ("PgUp/PgDn ↑/↓".into(), "scroll"),
+            ("/".into(), "search"),
+            ("n/N".into(), "older/newer match"),
+            ("y".into(), "copy the view"),
             ("g/G".into(), "top/bottom"),
             ("Esc".into(), "back to the shell"),
         ],
@@ -69,6 +72,15 @@ pub fn hints(app: &App) -> Vec<(String, &'static str)> {
 
 pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
     let theme = &app.theme;
+    if let Some(search) = app.search.as_ref().filter(|s| s.editing && app.scroll_mode) {
+        let line = Line::from(vec![
+            Span::styled(" search (older first): ", theme.key()),
+            Span::raw(format!("{}▏", search.query)),
+            Span::styled("  Enter finds · Esc cancels", theme.dim()),
+        ]);
+        frame.render_widget(Paragraph::new(line), area);
+        return;
+    }
     let mut spans = Vec::new();
     if app.prefix.armed() && app.screen == Screen::Workspace {
         spans.push(Span::styled(

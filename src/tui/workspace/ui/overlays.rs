@@ -41,6 +41,14 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
             frame,
             area,
         ),
+        Overlay::RenameTab { text } => draw_line_input(
+            app,
+            " Name this tab — empty: the program's title ",
+            text,
+            ("Enter", "rename"),
+            frame,
+            area,
+        ),
         Overlay::PauseChoice => draw_pause_choice(app, frame, area),
         Overlay::ConfirmClose { shell } => {
             let lines = vec![
@@ -97,15 +105,22 @@ fn draw_help(app: &App, frame: &mut Frame, area: Rect) {
         ]),
         Line::raw(""),
         Line::raw("Mouse wheel: scrolls the history (or goes to programs that use the mouse)."),
-        Line::raw("Shift+drag selects text in most terminals. Change the prefix key in"),
-        Line::raw("~/.config/rebench/config.toml:  prefix = \"C-b\""),
+        Line::raw(
+            "Drag: copies the rows to your terminal's clipboard (Shift+drag: the terminal's own).",
+        ),
+        Line::raw(format!(
+            "In the history ({p} [): / searches it, n/N older/newer match, y copies the view."
+        )),
+        Line::raw("Change the prefix key in ~/.config/rebench/config.toml:  prefix = \"C-b\""),
         Line::raw(""),
         Line::styled("any key closes this help", theme.dim()),
     ]);
     draw_box(theme, " Keys ", lines, 78, frame, area);
 }
 
-/// Instructions as display lines: markdown headings bold, bullets as dots.
+/// Instructions as display lines, Markdown rendered: headings underlined,
+/// bullets as dots, code blocks indented, `**bold**`, `*emphasis*` and
+/// `` `code` `` inline.
 pub fn instruction_lines<'a>(theme: &Theme, text: &'a str) -> Vec<Line<'a>> {
     let mut lines = Vec::new();
     let mut in_code = false;
@@ -119,21 +134,71 @@ pub fn instruction_lines<'a>(theme: &Theme, text: &'a str) -> Vec<Line<'a>> {
             lines.push(Line::styled(format!("    {raw}"), theme.key()));
         } else if let Some(h) = trimmed.strip_prefix('#') {
             let h = h.trim_start_matches('#').trim();
-            lines.push(Line::styled(
-                h.to_string(),
-                theme.title().add_modifier(Modifier::UNDERLINED),
+            let style = theme.title().add_modifier(Modifier::UNDERLINED);
+            lines.push(Line::from(
+                inline_spans(theme, h)
+                    .into_iter()
+                    .map(|s| s.patch_style(style))
+                    .collect::<Vec<_>>(),
             ));
         } else if let Some(item) = trimmed
             .strip_prefix("- ")
             .or_else(|| trimmed.strip_prefix("* "))
         {
             let indent = raw.len() - trimmed.len();
-            lines.push(Line::raw(format!("{}• {item}", " ".repeat(indent))));
+            let mut spans = vec![Span::raw(format!("{}• ", " ".repeat(indent)))];
+            spans.extend(inline_spans(theme, item));
+            lines.push(Line::from(spans));
         } else {
-            lines.push(Line::raw(raw));
+            lines.push(Line::from(inline_spans(theme, raw)));
         }
     }
     lines
+}
+
+/// One line's inline Markdown: `` `code` ``, `**bold**`, `*emphasis*` or
+/// `_emphasis_`; an unmatched marker stays as it was typed.
+fn inline_spans<'a>(theme: &Theme, text: &'a str) -> Vec<Span<'a>> {
+    let mut spans = Vec::new();
+    let mut plain_from = 0;
+    let mut i = 0;
+    let bytes = text.as_bytes();
+    while i < bytes.len() {
+        let (marker, style) = match bytes[i] {
+            b'`' => ("`", theme.key()),
+            b'*' if text[i..].starts_with("**") => {
+                ("**", Style::default().add_modifier(Modifier::BOLD))
+            }
+            b'*' | b'_' => (
+                &text[i..i + 1],
+                Style::default().add_modifier(Modifier::ITALIC),
+            ),
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        let body_from = i + marker.len();
+        // A closing marker on the same line, with something between.
+        let close = text[body_from..].find(marker).filter(|&n| n > 0);
+        // `snake_case` and 2*3 are not emphasis: it must start a word.
+        let starts_word = i == 0 || !bytes[i - 1].is_ascii_alphanumeric();
+        match close {
+            Some(n) if marker == "`" || starts_word => {
+                if plain_from < i {
+                    spans.push(Span::raw(&text[plain_from..i]));
+                }
+                spans.push(Span::styled(&text[body_from..body_from + n], style));
+                i = body_from + n + marker.len();
+                plain_from = i;
+            }
+            _ => i += marker.len(),
+        }
+    }
+    if plain_from < text.len() {
+        spans.push(Span::raw(&text[plain_from..]));
+    }
+    spans
 }
 
 /// How far the instructions can scroll in a box of this inner size.
@@ -368,4 +433,49 @@ pub fn draw_banner(app: &App, frame: &mut Frame, tabs_row: Rect) {
         Paragraph::new(Line::raw(text)).style(app.theme.banner()),
         rect,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rendered(text: &str) -> Vec<(String, bool, bool)> {
+        inline_spans(&Theme { color: true }, text)
+            .into_iter()
+            .map(|s| {
+                let m = s.style.add_modifier;
+                (
+                    s.content.to_string(),
+                    m.contains(Modifier::BOLD),
+                    m.contains(Modifier::ITALIC),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn inline_markdown_is_rendered_and_stray_markers_are_kept() {
+        assert_eq!(
+            rendered("Run **only** `score` *now*."),
+            [
+                ("Run ".to_string(), false, false),
+                ("only".to_string(), true, false),
+                (" ".to_string(), false, false),
+                ("score".to_string(), true, false),
+                (" ".to_string(), false, false),
+                ("now".to_string(), false, true),
+                (".".to_string(), false, false),
+            ]
+        );
+        // Not emphasis: inside a word, unclosed, or a lone marker.
+        for text in ["snake_case_name", "2*3 = 6", "a ** b", "`unclosed"] {
+            let joined: String = rendered(text).into_iter().map(|(t, ..)| t).collect();
+            assert_eq!(joined, text);
+        }
+        let lines = instruction_lines(&Theme { color: true }, "# Goal **fast**\n- use `uv`");
+        let heading: String = lines[0].spans.iter().map(|s| s.content.as_ref()).collect();
+        assert_eq!(heading, "Goal fast");
+        let bullet: String = lines[1].spans.iter().map(|s| s.content.as_ref()).collect();
+        assert_eq!(bullet, "• use uv");
+    }
 }

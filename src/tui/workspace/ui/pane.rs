@@ -63,6 +63,33 @@ pub fn draw_pane(app: &App, frame: &mut Frame, area: Rect) {
         area,
     );
 
+    // The search's match, while the view is where it put it.
+    if let Some(found) = app
+        .search
+        .as_ref()
+        .and_then(|s| s.found)
+        .filter(|f| app.scroll_mode && f.offset == tab.scrolled() && f.row < area.height)
+    {
+        let row = Rect::new(area.x, area.y + found.row, area.width, 1);
+        frame.buffer_mut().set_style(row, theme.search_match());
+    }
+    // Rows being selected with the mouse.
+    if let Some(s) = app
+        .selection
+        .filter(|s| s.offset == tab.scrolled() && s.from.min(s.to) < area.height)
+    {
+        let (from, to) = (
+            s.from.min(s.to),
+            s.from.max(s.to).min(area.height.saturating_sub(1)),
+        );
+        let rows = Rect::new(
+            area.x,
+            area.y + from,
+            area.width,
+            to.saturating_sub(from) + 1,
+        );
+        frame.buffer_mut().set_style(rows, theme.search_match());
+    }
     let screen = tab.parser.screen();
     let live = tab.scrolled() == 0 && !app.scroll_mode;
     if app.running() && live && !screen.hide_cursor() && app.overlay.is_none() {

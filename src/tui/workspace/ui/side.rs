@@ -3,15 +3,15 @@
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::Modifier;
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
 use crate::protocol::{ScoreView, SessionView};
 use crate::session::ScorePhase;
-use crate::tui::widgets::format;
 use crate::tui::widgets::score::{best_score, draw_chart, score_text};
 use crate::tui::widgets::theme::Theme;
+use crate::tui::widgets::{format, wrap};
 use crate::tui::workspace::app::App;
 
 pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
@@ -144,6 +144,7 @@ fn draw_log(
     if scores.is_empty() {
         lines.push(Line::styled("no scores yet", theme.dim()));
     }
+    let width = inner.width as usize;
     for s in scores.iter().rev().take(rows) {
         // Scoring runs are numbered as everywhere else: start, #1, #2, …
         let (run, time) = if s.phase == ScorePhase::Starting {
@@ -151,38 +152,48 @@ fn draw_log(
         } else {
             (format!("#{}", s.run), format::clock(s.active_s))
         };
-        let mut spans = vec![
+        let mut prefix = vec![
             Span::styled(format!("{run:>3} "), theme.key()),
             Span::styled(format!("{time:>7} "), theme.dim()),
         ];
-        if s.hidden {
-            spans.push(Span::raw("score recorded (hidden)"));
+        let (text, style) = if s.hidden && s.valid.is_none() {
+            ("score recorded (hidden)".to_string(), Style::default())
         } else {
             match (s.valid, s.raw, s.normalized) {
                 (Some(true), Some(raw), Some(n)) => {
-                    spans.push(Span::raw(format!("{:>10} ", format::raw(raw, &view.unit))));
-                    spans.push(Span::styled(
+                    prefix.push(Span::raw(format!("{:>10} ", format::raw(raw, &view.unit))));
+                    prefix.push(Span::styled(
                         format!("{:>6} ", format::normalized(n)),
                         theme.good(),
                     ));
                     // Set apart, so it does not read as the value's unit.
-                    if !s.message.is_empty() {
-                        spans.push(Span::styled(format!("· {}", s.message), theme.dim()));
-                    }
+                    let text = if s.message.is_empty() {
+                        String::new()
+                    } else {
+                        format!("· {}", s.message)
+                    };
+                    (text, theme.dim())
                 }
                 _ => {
-                    spans.push(Span::styled("✗ invalid: ", theme.bad()));
-                    spans.push(Span::raw(s.message.clone()));
+                    prefix.push(Span::styled("✗ invalid: ", theme.bad()));
+                    (s.message.clone(), Style::default())
                 }
             }
+        };
+        // Long messages and invalid reasons wrap under the values.
+        let mut entry = wrap::after_prefix(prefix, &text, style, width, LOG_INDENT);
+        if s.phase == ScorePhase::Final
+            && let Some(last) = entry.last_mut()
+        {
+            last.spans.push(Span::styled(" (final)", theme.key()));
         }
-        if s.phase == ScorePhase::Final {
-            spans.push(Span::styled(" (final)", theme.key()));
-        }
-        lines.push(Line::from(spans));
+        lines.extend(entry);
     }
     frame.render_widget(Paragraph::new(lines), inner);
 }
+
+/// Where a log entry's wrapped lines start: under its value.
+const LOG_INDENT: usize = 12;
 
 fn draw_notes(theme: &Theme, view: &SessionView, frame: &mut Frame, area: Rect) {
     if area.height == 0 {
@@ -199,11 +210,15 @@ fn draw_notes(theme: &Theme, view: &SessionView, frame: &mut Frame, area: Rect) 
         .iter()
         .rev()
         .take(inner.height as usize)
-        .map(|n| {
-            Line::from(vec![
-                Span::styled(format!("{:>7} ", format::clock(n.active_s)), theme.dim()),
-                Span::raw(n.text.clone()),
-            ])
+        .flat_map(|n| {
+            let time = Span::styled(format!("{:>7} ", format::clock(n.active_s)), theme.dim());
+            wrap::after_prefix(
+                vec![time],
+                &n.text,
+                Style::default(),
+                inner.width as usize,
+                8,
+            )
         })
         .collect();
     frame.render_widget(Paragraph::new(lines), inner);
