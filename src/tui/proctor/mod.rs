@@ -44,7 +44,7 @@ pub async fn run(args: ProctorArgs, paths: &crate::paths::DataPaths) -> anyhow::
     let limits = settings::Thresholds::parse(&args.idle_after, &args.paused_after)
         .map_err(anyhow::Error::msg)?;
     let name = proctor_name(args.name.as_deref());
-    let me = format!("{name} (proctor)");
+    let me = recorded_name(&name);
     let client = access::connect_admin(paths, &me).await?;
     let theme = crate::tui::widgets::theme::Theme::from_env();
     let mut app = app::App::new(&me, limits, theme, chrono::Utc::now());
@@ -74,6 +74,14 @@ pub async fn run(args: ProctorArgs, paths: &crate::paths::DataPaths) -> anyhow::
     }
 }
 
+/// What actions are recorded as (`by`): "ana (proctor)", or "proctor".
+fn recorded_name(name: &str) -> String {
+    match name {
+        "proctor" => name.to_string(),
+        _ => format!("{name} (proctor)"),
+    }
+}
+
 /// `--name`, else the login name, else "proctor".
 fn proctor_name(flag: Option<&str>) -> String {
     flag.map(str::trim)
@@ -89,5 +97,7 @@ mod tests {
     fn the_name_flag_wins_and_blank_names_do_not_count() {
         assert_eq!(super::proctor_name(Some(" ana ")), "ana");
         assert!(!super::proctor_name(Some("  ")).is_empty());
+        assert_eq!(super::recorded_name("ana"), "ana (proctor)");
+        assert_eq!(super::recorded_name("proctor"), "proctor");
     }
 }

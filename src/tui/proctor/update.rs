@@ -361,9 +361,12 @@ impl App {
     /// The action on every marked session it applies to (pause the running
     /// ones, resume the paused ones; none that has ended).
     fn open_bulk_dialog(&mut self, kind: ActionKind) -> Vec<Effect> {
-        let targets: Vec<(String, String)> = self
-            .marked
-            .iter()
+        // In the table's order (marked rows filtered out of view last).
+        let shown = self.rows.iter().map(|r| &r.id);
+        let hidden = self.marked.iter().filter(|id| !self.rows.iter().any(|r| &r.id == *id));
+        let targets: Vec<(String, String)> = shown
+            .filter(|id| self.marked.contains(*id))
+            .chain(hidden)
             .filter_map(|id| self.fleet.get(id))
             .filter(|t| match kind {
                 ActionKind::Pause => t.view.state == Phase::Running,
@@ -518,6 +521,17 @@ mod tests {
             .map(|t| t.view.id.clone())
             .collect();
         assert_eq!(d.target_count(), running.len(), "only the running ones");
+        // Listed in the table's order, as the proctor sees them.
+        let listed: Vec<&str> = std::iter::once(d.session.as_str())
+            .chain(d.others.iter().map(|(id, _)| id.as_str()))
+            .collect();
+        let table: Vec<&str> = a
+            .rows
+            .iter()
+            .map(|r| r.id.as_str())
+            .filter(|id| running.iter().any(|r| r == id))
+            .collect();
+        assert_eq!(listed, table);
         for c in "fire alarm".chars() {
             press(&mut a, c);
         }
