@@ -282,3 +282,49 @@ async fn a_deleted_workspace_pauses_the_session_instead_of_spending_its_budget()
         "{note}"
     );
 }
+
+/// A participant's job that left its shell (`setsid`, `nohup`, closed
+/// descriptors) while the session was paused does not come back to life
+/// when a killed server restarts: recovery kills it rather than thawing it.
+#[tokio::test]
+async fn a_detached_job_of_a_paused_session_is_gone_after_a_crash_and_restart() {
+    let (_env_dir, env) = fixture_env(|t| t);
+    let mut server = TestServer::start();
+    let session = server.create_running(&env, Some(3600)).await;
+    let ws = PathBuf::from(&session.workspace);
+    let started = server
+        .exec(
+            &session.id,
+            "setsid nohup sh -c 'while :; do echo x >> ticks; sleep 0.05; done' >/dev/null 2>&1 </dev/null & echo started",
+        )
+        .await;
+    assert_eq!(started.stdout.trim(), "started", "{started:?}");
+    let ticks = || std::fs::metadata(ws.join("ticks")).map_or(0, |m| m.len());
+    assert!(
+        wait_until(Duration::from_secs(10), || ticks() > 0),
+        "the job runs"
+    );
+    let mut admin = server.admin().await;
+    let _: rebench::protocol::SessionView = admin
+        .call(Request::Pause {
+            session: session.id.clone(),
+            reason: PauseReason::Break,
+            note: None,
+        })
+        .await
+        .unwrap();
+    drop(admin);
+    server.kill9();
+    server.spawn();
+    let _ = server.show(&session.id).await;
+    // Resumed, the session runs again; the job does not.
+    assert!(server.cli(&["resume", &session.id]).status.success());
+    std::thread::sleep(Duration::from_millis(300));
+    let before = ticks();
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(
+        ticks(),
+        before,
+        "the detached job came back after the restart"
+    );
+}

@@ -363,7 +363,10 @@ impl App {
     fn open_bulk_dialog(&mut self, kind: ActionKind) -> Vec<Effect> {
         // In the table's order (marked rows filtered out of view last).
         let shown = self.rows.iter().map(|r| &r.id);
-        let hidden = self.marked.iter().filter(|id| !self.rows.iter().any(|r| &r.id == *id));
+        let hidden = self
+            .marked
+            .iter()
+            .filter(|id| !self.rows.iter().any(|r| &r.id == *id));
         let targets: Vec<(String, String)> = shown
             .filter(|id| self.marked.contains(*id))
             .chain(hidden)
