@@ -98,6 +98,13 @@ fn keys_reach_the_shell_encoded() {
     // The prefix twice sends the prefix key itself.
     assert!(sent_input(&app.update(ctrl('g'))).is_empty());
     assert_eq!(sent_input(&app.update(ctrl('g'))), [0x07]);
+    // A key that only goes to the shell asks for no frame (its echo will);
+    // one that changes our screen (the prefix badge) does.
+    app.dirty = false;
+    app.update(key(KeyCode::Char('x')));
+    assert!(!app.dirty);
+    app.update(ctrl('g'));
+    assert!(app.dirty);
 }
 
 #[test]

@@ -223,6 +223,8 @@ pub struct App {
     pub opening_shells: usize,
     /// Redraw needed.
     pub dirty: bool,
+    /// The last key went to the shell and changed nothing of ours.
+    pub keyed_through: bool,
 }
 
 impl App {
@@ -255,6 +257,7 @@ impl App {
             theme,
             opening_shells: 0,
             dirty: true,
+            keyed_through: false,
         }
     }
 

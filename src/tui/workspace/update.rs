@@ -42,6 +42,12 @@ impl App {
                 if is_input(&key) {
                     self.on_key(key, &mut effects);
                 }
+                // A key that only went to the shell changes nothing on our
+                // screen: its echo redraws (no frame now, so the echo's is
+                // not held back by the frame gap).
+                if std::mem::take(&mut self.keyed_through) {
+                    return effects;
+                }
             }
             Action::Paste(text) => self.on_paste(&text, &mut effects),
             Action::Mouse(event) => self.on_mouse(event, &mut effects),
@@ -139,9 +145,13 @@ impl App {
                     return;
                 };
                 // Typing returns to the live screen, as in any terminal.
+                let was_live = tab.scrolled() == 0;
                 tab.scroll_to_bottom();
                 if let Some(bytes) = encode_key(&k, &tab.modes()) {
+                    let before = effects.len();
                     self.send_to_shell(bytes, effects);
+                    let sent = effects.len() > before;
+                    self.keyed_through = sent && was_live;
                 }
             }
         }
