@@ -39,7 +39,7 @@ const COLUMNS: [(Column, &str, u16); 13] = [
     (Column::Session, "session", 7),
     (Column::Kind, "kind", 5),
     (Column::Environment, "environment", 20),
-    (Column::State, "state", 21),
+    (Column::State, "state", 22), // `PAUSED technical issue`
     (Column::Used, "used / budget", 14),
     (Column::Bar, "", BAR_CELLS as u16),
     // `100:00:00`: a 100-hour budget fits.
