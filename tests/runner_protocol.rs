@@ -539,35 +539,19 @@ async fn one_way_input_is_answered_only_when_refused() {
     let (_env_dir, env) = fixture_env(|t| t);
     let server = TestServer::start();
     let session = server.create_running(&env, Some(3600)).await;
-    let mut driver = server.participant(&session.id).await;
-    let info: ShellInfo = driver
-        .call(Request::ShellOpen {
-            session: session.id.clone(),
-            cols: 80,
-            rows: 24,
-        })
-        .await
-        .unwrap();
-    let _: AttachReply = driver
-        .call(Request::ShellAttach {
-            session: session.id.clone(),
-            shell: info.shell,
-            mode: AttachMode::Driver,
-        })
-        .await
-        .unwrap();
+    let (driver, shell, _) = server.drive_new_shell(&session.id, 80, 24).await;
     let mut watcher = server.admin().await;
     let _: AttachReply = watcher
         .call(Request::ShellAttach {
             session: session.id.clone(),
-            shell: info.shell,
+            shell,
             mode: AttachMode::Watch,
         })
         .await
         .unwrap();
     let input = |text: &str| Request::ShellInput {
         session: session.id.clone(),
-        shell: info.shell,
+        shell,
         data: b64_encode(text.as_bytes()),
     };
     let (mut reader, mut writer) = driver.into_parts();
@@ -575,7 +559,7 @@ async fn one_way_input_is_answered_only_when_refused() {
     writer
         .post(Request::ShellResize {
             session: session.id.clone(),
-            shell: info.shell,
+            shell,
             cols: 100,
             rows: 30,
         })
@@ -613,7 +597,7 @@ async fn one_way_input_is_answered_only_when_refused() {
     })
     .await
     .expect("the refusal in time");
-    assert_eq!(refused, (info.shell, ErrorCode::Forbidden));
+    assert_eq!(refused, (shell, ErrorCode::Forbidden));
     // The shell says when input last reached it (a workspace reopens that tab).
     let mut admin = server.admin().await;
     let shells: Vec<ShellInfo> = admin
