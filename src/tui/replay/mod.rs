@@ -1,7 +1,8 @@
 //! The replay player (`rebench replay`): a ratatui app over a [`Timeline`]
 //! that `recording` reads. `state` holds what is shown and changes only
 //! through [`Action`]s; `draw` is a pure function of the state; `play` owns
-//! the terminal and the clock.
+//! the clock (a small loop of its own: it has no server, so not
+//! `tui::runtime`), and takes the terminal as every UI does (`tui::terminal`).
 
 pub mod action;
 mod bar;
@@ -65,10 +66,11 @@ pub fn play(timeline: Timeline, options: PlayerOptions) -> anyhow::Result<()> {
         bail!("rebench replay needs a terminal; to get a recording as a file, use rebench export");
     }
     let mut state = PlayerState::new(timeline, &options);
-    let mut terminal = ratatui::try_init().context("cannot set up the terminal")?;
-    let result = event_loop(&mut terminal, &mut state);
-    ratatui::restore();
-    result
+    // The terminal every UI takes over the same way, and gives back on
+    // exit, error or panic (the guard's drop).
+    let (_guard, mut terminal) =
+        crate::tui::terminal::TerminalGuard::enter(false).context("cannot set up the terminal")?;
+    event_loop(&mut terminal, &mut state)
 }
 
 fn event_loop(
