@@ -1,0 +1,176 @@
+//! Keystroke echo through the server: the time from sending one key to a
+//! shell (a `cat` reading the terminal) to its echo arriving back, with the
+//! old request-and-reply input and the one-way input (id 0), interleaved in
+//! one run so that the machine's drift hits both alike. Run with
+//! `cargo bench --bench key_echo`; it prints p50/p99 (no assertion).
+
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rebench::client::{Client, ClientReader, ClientWriter};
+use rebench::protocol::{
+    AttachMode, AttachReply, CreateSession, Credentials, Push, Request, ServerLine, SessionView,
+    ShellInfo, b64_decode, b64_encode,
+};
+use rebench::session::Kind;
+
+const KEYS: usize = 300;
+
+fn percentile(xs: &mut [Duration], p: f64) -> Duration {
+    xs.sort();
+    xs[((xs.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Waits for output holding `byte`; replies met on the way are counted.
+async fn echo_of(reader: &mut ClientReader, byte: u8, replies: &mut usize) {
+    loop {
+        match reader.next_line().await.unwrap() {
+            ServerLine::Event {
+                event: Push::ShellOutput { data, .. },
+            } if b64_decode(&data).unwrap().contains(&byte) => return,
+            ServerLine::Response { .. } | ServerLine::Error { .. } => *replies += 1,
+            _ => {}
+        }
+    }
+}
+
+async fn key(writer: &mut ClientWriter, session: &str, shell: u32, byte: u8, one_way: bool) {
+    let request = Request::ShellInput {
+        session: session.into(),
+        shell,
+        data: b64_encode(&[byte]),
+    };
+    if one_way {
+        writer.post(request).await.unwrap();
+    } else {
+        writer.send(request).await.unwrap();
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let root = std::env::temp_dir().join(format!("rebench-echo-{}", std::process::id()));
+    let data = root.join("data");
+    let env_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/envs/fixed");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_rebench"))
+        .args(["serve", "--data-dir"])
+        .arg(&data)
+        .env("REBENCH_BACKEND", "local")
+        .stdout(Stdio::null())
+        .spawn()?;
+    let socket = data.join("rebench.sock");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut admin = loop {
+        match Client::connect(&socket, None, "bench").await {
+            Ok(c) => break c,
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let session: SessionView = admin
+        .call(Request::CreateSession(CreateSession {
+            env_dir: env_dir.display().to_string(),
+            participant: "bench".into(),
+            kind: Kind::Human,
+            budget_s: Some(3600),
+            profile: None,
+            allow_missing_hardware: true,
+            no_input_recording: false,
+            sandbox: None,
+            task: None,
+        }))
+        .await?;
+    let id = session.id.clone();
+    let _: SessionView = admin
+        .call(Request::Begin {
+            session: id.clone(),
+        })
+        .await?;
+    let creds: Credentials = admin
+        .call(Request::Credentials {
+            session: id.clone(),
+        })
+        .await?;
+    let mut driver = Client::connect(
+        std::path::Path::new(&creds.socket),
+        Some(&creds.token),
+        "bench",
+    )
+    .await?;
+    let shell: ShellInfo = driver
+        .call(Request::ShellOpen {
+            session: id.clone(),
+            cols: 80,
+            rows: 24,
+        })
+        .await?;
+    let _: AttachReply = driver
+        .call(Request::ShellAttach {
+            session: id.clone(),
+            shell: shell.shell,
+            mode: AttachMode::Driver,
+        })
+        .await?;
+    let (mut reader, mut writer) = driver.into_parts();
+    // A `cat` in raw mode echoes each key by itself.
+    for b in b"stty raw -echo; cat\r" {
+        key(&mut writer, &id, shell.shell, *b, true).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Let what the shell printed so far go by.
+    while tokio::time::timeout(Duration::from_millis(200), reader.next_line())
+        .await
+        .is_ok()
+    {}
+
+    let (mut with_reply, mut one_way) = (Vec::new(), Vec::new());
+    let mut replies = 0;
+    for i in 0..KEYS * 2 {
+        let byte = b'a' + (i % 26) as u8;
+        let post = i % 2 == 1;
+        let start = Instant::now();
+        key(&mut writer, &id, shell.shell, byte, post).await;
+        echo_of(&mut reader, byte, &mut replies).await;
+        let took = start.elapsed();
+        if post {
+            one_way.push(took);
+        } else {
+            with_reply.push(took);
+        }
+    }
+    // The last replies may still be on their way.
+    while let Ok(Ok(line)) =
+        tokio::time::timeout(Duration::from_millis(300), reader.next_line()).await
+    {
+        if matches!(line, ServerLine::Response { .. }) {
+            replies += 1;
+        }
+    }
+    let show = |name: &str, xs: &mut Vec<Duration>| {
+        println!(
+            "{name:>14}: p50 {:.3} ms, p99 {:.3} ms over {} keys",
+            percentile(xs, 0.5).as_secs_f64() * 1000.0,
+            percentile(xs, 0.99).as_secs_f64() * 1000.0,
+            xs.len()
+        );
+    };
+    show("with a reply", &mut with_reply);
+    show("one-way", &mut one_way);
+    println!("replies received: {replies} (for {KEYS} keys sent with an id)");
+
+    let _ = admin.send(Request::Shutdown).await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), async {
+        while server.try_wait().ok().flatten().is_none() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let _ = server.kill();
+    let _ = std::fs::remove_dir_all(&root);
+    Ok(())
+}
