@@ -12,11 +12,13 @@ use crate::protocol::{AttachMode, AttachReply, Push, ServerLine, ShellInfo, b64_
 use crate::sandbox::pty::{PtyShell, ShellExit, ShellSpec};
 use crate::store::{Chunk, ChunkKind, Store};
 
-/// Lines of scrollback kept on the server's screen of each shell.
-pub const SCROLLBACK_LINES: usize = 10_000;
 /// History lines an attach reply carries before the screen (a workspace
 /// coming back, a proctor's mirror: both can scroll back through them).
 pub const ATTACH_HISTORY_LINES: usize = 2_000;
+/// Lines of scrollback kept on the server's screen of each shell: what an
+/// attach sends, no more (every line costs a full row of cells per shell;
+/// the recording in the store keeps everything).
+pub const SCROLLBACK_LINES: usize = ATTACH_HISTORY_LINES;
 /// Cursor position request; vt100 does not answer it, so we do.
 const CURSOR_QUERY: &[u8] = b"\x1b[6n";
 
