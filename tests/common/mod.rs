@@ -31,6 +31,42 @@ pub struct TestServer {
 }
 
 impl TestServer {
+    /// A stopped server leaves its sessions' containers paused, waiting for
+    /// it to come back (as it should); a test's server never comes back.
+    fn remove_containers(&self) {
+        let Ok(entries) = std::fs::read_dir(self.paths.workspaces()) else {
+            return;
+        };
+        let sessions: Vec<String> = entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        if sessions.is_empty() {
+            return;
+        }
+        // One listing of every session container here (none without docker).
+        let Ok(out) = Command::new("docker")
+            .args(["ps", "-a", "--filter", "label=rebench.session"])
+            .args(["--format", "{{.ID}} {{.Label \"rebench.session\"}}"])
+            .output()
+        else {
+            return;
+        };
+        let listing = String::from_utf8_lossy(&out.stdout).to_string();
+        let ours: Vec<&str> = listing
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .filter(|(_, session)| sessions.iter().any(|s| s == session))
+            .map(|(id, _)| id)
+            .collect();
+        if !ours.is_empty() {
+            let _ = Command::new("docker")
+                .args(["rm", "-f"])
+                .args(&ours)
+                .output();
+        }
+    }
+
     pub fn start() -> TestServer {
         Self::start_with_env(&[])
     }
@@ -263,13 +299,14 @@ impl Drop for TestServer {
             let deadline = Instant::now() + Duration::from_secs(5);
             while Instant::now() < deadline {
                 if let Ok(Some(_)) = child.try_wait() {
-                    return;
+                    break;
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
             let _ = child.kill();
             let _ = child.wait();
         }
+        self.remove_containers();
     }
 }
 
