@@ -608,3 +608,60 @@ async fn one_way_input_is_answered_only_when_refused() {
         .unwrap();
     assert!(shells[0].last_input_at.is_some(), "{shells:?}");
 }
+
+/// More time by typing while paused: one-way input (id 0) is held to the
+/// same rule as any input; it is refused out loud and nothing runs.
+#[tokio::test]
+async fn one_way_input_while_paused_is_refused_and_runs_nothing() {
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = TestServer::start();
+    let session = server.create_running(&env, Some(3600)).await;
+    let (driver, shell, _) = server.drive_new_shell(&session.id, 80, 24).await;
+    let _: SessionView = server
+        .admin()
+        .await
+        .call(Request::Pause {
+            session: session.id.clone(),
+            reason: rebench::session::PauseReason::Break,
+            note: None,
+        })
+        .await
+        .unwrap();
+    let (mut reader, mut writer) = driver.into_parts();
+    writer
+        .post(Request::ShellInput {
+            session: session.id.clone(),
+            shell,
+            data: b64_encode(b"touch typed-while-paused\r"),
+        })
+        .await
+        .unwrap();
+    let refused = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match reader.next_line().await.unwrap() {
+                ServerLine::Event {
+                    event: Push::InputRefused { code, .. },
+                } => break code,
+                ServerLine::Event { .. } => {}
+                other => panic!("one-way input got {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("a refusal");
+    assert_eq!(refused, ErrorCode::InvalidState);
+    let _: SessionView = server
+        .admin()
+        .await
+        .call(Request::Resume {
+            session: session.id.clone(),
+        })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !std::path::Path::new(&session.workspace)
+            .join("typed-while-paused")
+            .exists()
+    );
+}

@@ -158,6 +158,34 @@ async fn hidden_scores_never_reach_the_participant() {
     assert!(seen.final_score.is_none());
     let text = serde_json::to_string(&seen).unwrap();
     assert!(!text.contains("secret") && !text.contains("2.5"), "{text}");
+    // Nor through the pushed events, the other path the one filter guards.
+    let _: serde_json::Value = participant
+        .call(Request::Subscribe {
+            session: Some(session.id.clone()),
+        })
+        .await
+        .unwrap();
+    let _: ScoreView = participant
+        .call(Request::Score {
+            session: session.id.clone(),
+        })
+        .await
+        .unwrap();
+    let scored = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            if let rebench::protocol::Push::SessionEvent { event, .. } =
+                participant.next_push().await.unwrap()
+                && matches!(event.kind, rebench::session::EventKind::Scored { .. })
+            {
+                break event;
+            }
+        }
+    })
+    .await
+    .expect("the scored event");
+    let text = serde_json::to_string(&scored).unwrap();
+    assert!(text.contains("scored"), "{text}");
+    assert!(!text.contains("secret") && !text.contains("2.5"), "{text}");
     // The proctor does see it.
     let admin_view = server.show(&session.id).await;
     assert_eq!(admin_view.final_score.unwrap().raw, 2.5);
