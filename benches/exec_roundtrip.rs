@@ -5,12 +5,11 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+mod common;
+
 use std::time::{Duration, Instant};
 
-use rebench::client::Client;
-use rebench::protocol::{CreateSession, ExecReply, Request, SessionView};
+use rebench::protocol::{ExecReply, Request};
 use rebench::session::Kind;
 
 const RUNS: usize = 200;
@@ -22,44 +21,9 @@ fn median(mut xs: Vec<Duration>) -> Duration {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let root = std::env::temp_dir().join(format!("rebench-bench-{}", std::process::id()));
-    let data = root.join("data");
-    let env_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/envs/fixed");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_rebench"))
-        .arg("serve")
-        .arg("--data-dir")
-        .arg(&data)
-        .stdout(Stdio::null())
-        .spawn()?;
-    let socket = data.join("rebench.sock");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut client = loop {
-        match Client::connect(&socket, None, "bench").await {
-            Ok(c) => break c,
-            Err(_) if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(20)).await
-            }
-            Err(e) => return Err(e.into()),
-        }
-    };
-    let session: SessionView = client
-        .call(Request::CreateSession(CreateSession {
-            env_dir: env_dir.display().to_string(),
-            participant: "bench".into(),
-            kind: Kind::Agent,
-            budget_s: Some(3600),
-            profile: None,
-            allow_missing_hardware: true,
-            no_input_recording: false,
-            sandbox: None,
-            task: None,
-        }))
-        .await?;
-    let _: SessionView = client
-        .call(Request::Begin {
-            session: session.id.clone(),
-        })
-        .await?;
+    let mut bench = common::BenchServer::start("bench", &[]).await?;
+    let session = bench.running_session(Kind::Agent).await?;
+    let client = &mut bench.admin;
 
     let mut through_runner = Vec::with_capacity(RUNS);
     for _ in 0..RUNS {
@@ -100,8 +64,6 @@ async fn main() -> anyhow::Result<()> {
         (runner.as_secs_f64() - plain.as_secs_f64()) * 1e3
     );
 
-    let _ = client.request(Request::Shutdown).await;
-    let _ = server.wait();
-    let _ = std::fs::remove_dir_all(&root);
+    bench.stop().await;
     Ok(())
 }

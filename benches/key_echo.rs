@@ -6,14 +6,14 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+mod common;
+
 use std::time::{Duration, Instant};
 
 use rebench::client::{Client, ClientReader, ClientWriter};
 use rebench::protocol::{
-    AttachMode, AttachReply, CreateSession, Credentials, Push, Request, ServerLine, SessionView,
-    ShellInfo, b64_decode, b64_encode,
+    AttachMode, AttachReply, Credentials, Push, Request, ServerLine, ShellInfo, b64_decode,
+    b64_encode,
 };
 use rebench::session::Kind;
 
@@ -52,45 +52,9 @@ async fn key(writer: &mut ClientWriter, session: &str, shell: u32, byte: u8, one
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let root = std::env::temp_dir().join(format!("rebench-echo-{}", std::process::id()));
-    let data = root.join("data");
-    let env_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/envs/fixed");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_rebench"))
-        .args(["serve", "--data-dir"])
-        .arg(&data)
-        .env("REBENCH_BACKEND", "local")
-        .stdout(Stdio::null())
-        .spawn()?;
-    let socket = data.join("rebench.sock");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut admin = loop {
-        match Client::connect(&socket, None, "bench").await {
-            Ok(c) => break c,
-            Err(_) if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(20)).await
-            }
-            Err(e) => return Err(e.into()),
-        }
-    };
-    let session: SessionView = admin
-        .call(Request::CreateSession(CreateSession {
-            env_dir: env_dir.display().to_string(),
-            participant: "bench".into(),
-            kind: Kind::Human,
-            budget_s: Some(3600),
-            profile: None,
-            allow_missing_hardware: true,
-            no_input_recording: false,
-            sandbox: None,
-            task: None,
-        }))
-        .await?;
-    let id = session.id.clone();
-    let _: SessionView = admin
-        .call(Request::Begin {
-            session: id.clone(),
-        })
-        .await?;
+    let mut bench = common::BenchServer::start("echo", &[("REBENCH_BACKEND", "local")]).await?;
+    let id = bench.running_session(Kind::Human).await?.id;
+    let admin = &mut bench.admin;
     let creds: Credentials = admin
         .call(Request::Credentials {
             session: id.clone(),
@@ -163,14 +127,6 @@ async fn main() -> anyhow::Result<()> {
     show("one-way", &mut one_way);
     println!("replies received: {replies} (for {KEYS} keys sent with an id)");
 
-    let _ = admin.send(Request::Shutdown).await;
-    let _ = tokio::time::timeout(Duration::from_secs(10), async {
-        while server.try_wait().ok().flatten().is_none() {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
-    let _ = server.kill();
-    let _ = std::fs::remove_dir_all(&root);
+    bench.stop().await;
     Ok(())
 }

@@ -5,14 +5,14 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+mod common;
+
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rebench::client::Client;
 use rebench::protocol::{
-    AttachMode, AttachReply, CreateSession, Push, Request, SessionView, ShellInfo, b64_decode,
-    b64_encode,
+    AttachMode, AttachReply, Push, Request, ShellInfo, b64_decode, b64_encode,
 };
 use rebench::session::Kind;
 
@@ -37,45 +37,10 @@ fn dir_size(path: &Path) -> u64 {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let root = std::env::temp_dir().join(format!("rebench-recbench-{}", std::process::id()));
-    let data = root.join("data");
-    let env_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/envs/fixed");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_rebench"))
-        .arg("serve")
-        .arg("--data-dir")
-        .arg(&data)
-        .stdout(Stdio::null())
-        .spawn()?;
-    let socket = data.join("rebench.sock");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut admin = loop {
-        match Client::connect(&socket, None, "bench").await {
-            Ok(c) => break c,
-            Err(_) if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(20)).await
-            }
-            Err(e) => return Err(e.into()),
-        }
-    };
-    let view: SessionView = admin
-        .call(Request::CreateSession(CreateSession {
-            env_dir: env_dir.display().to_string(),
-            participant: "bench".into(),
-            kind: Kind::Human,
-            budget_s: Some(3600),
-            profile: None,
-            allow_missing_hardware: true,
-            no_input_recording: false,
-            sandbox: None,
-            task: None,
-        }))
-        .await?;
-    let session = view.id.clone();
-    let _: SessionView = admin
-        .call(Request::Begin {
-            session: session.clone(),
-        })
-        .await?;
+    let mut bench = common::BenchServer::start("recbench", &[]).await?;
+    let session = bench.running_session(Kind::Human).await?.id;
+    let data = bench.data_dir();
+    let admin = &mut bench.admin;
     let info: ShellInfo = admin
         .call(Request::ShellOpen {
             session: session.clone(),
@@ -147,8 +112,6 @@ async fn main() -> anyhow::Result<()> {
         direct.as_secs_f64()
     );
 
-    let _ = admin.request(Request::Shutdown).await;
-    let _ = server.wait();
-    let _ = std::fs::remove_dir_all(&root);
+    bench.stop().await;
     Ok(())
 }

@@ -9,14 +9,14 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+mod common;
+
 use std::time::{Duration, Instant};
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::layout::Rect;
 use rebench::client::Client;
-use rebench::protocol::{CreateSession, Credentials, Request, ServerLine, SessionView};
+use rebench::protocol::{Credentials, Request, ServerLine};
 use rebench::session::Kind;
 use rebench::tui::connection::{Connection, Incoming};
 use rebench::tui::runtime::{ClientApp, Effect, Now};
@@ -110,44 +110,9 @@ fn per(n: usize, what: usize) -> f64 {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let root = std::env::temp_dir().join(format!("rebench-rt-{}", std::process::id()));
-    let data = root.join("data");
-    let env_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/envs/fixed");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_rebench"))
-        .args(["serve", "--data-dir"])
-        .arg(&data)
-        .env("REBENCH_BACKEND", "local")
-        .stdout(Stdio::null())
-        .spawn()?;
-    let socket = data.join("rebench.sock");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut admin = loop {
-        match Client::connect(&socket, None, "bench").await {
-            Ok(c) => break c,
-            Err(_) if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(20)).await
-            }
-            Err(e) => return Err(e.into()),
-        }
-    };
-    let session: SessionView = admin
-        .call(Request::CreateSession(CreateSession {
-            env_dir: env_dir.display().to_string(),
-            participant: "bench".into(),
-            kind: Kind::Human,
-            budget_s: Some(3600),
-            profile: None,
-            allow_missing_hardware: true,
-            no_input_recording: false,
-            sandbox: None,
-            task: None,
-        }))
-        .await?;
-    let _: SessionView = admin
-        .call(Request::Begin {
-            session: session.id.clone(),
-        })
-        .await?;
+    let mut bench = common::BenchServer::start("rt", &[("REBENCH_BACKEND", "local")]).await?;
+    let session = bench.running_session(Kind::Human).await?;
+    let admin = &mut bench.admin;
     let creds: Credentials = admin
         .call(Request::Credentials {
             session: session.id.clone(),
@@ -229,14 +194,6 @@ async fn main() -> anyhow::Result<()> {
         pause.requests, pause.shows, pause.replies
     );
 
-    let _ = admin.send(Request::Shutdown).await;
-    let _ = tokio::time::timeout(Duration::from_secs(10), async {
-        while server.try_wait().ok().flatten().is_none() {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
-    let _ = server.kill();
-    let _ = std::fs::remove_dir_all(&root);
+    bench.stop().await;
     Ok(())
 }

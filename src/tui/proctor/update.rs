@@ -666,10 +666,18 @@ mod tests {
         assert_eq!(ClientApp::leaving(&mut a, Exit::ServerShutdown), None);
         assert_eq!(a.reconnect_at(), Some(31.0));
         assert!(a.reconnect.as_ref().is_some_and(|r| r.shutdown));
-        // Nothing is sent meanwhile, and the proctor is told.
+        // Nothing is sent meanwhile (R would re-read everything), and the
+        // proctor is told.
+        assert!(
+            !a.handle(Action::Key(KeyEvent::new(
+                KeyCode::Char('R'),
+                KeyModifiers::NONE
+            )))
+            .is_empty()
+        );
         let sent = ClientApp::update(
             &mut a,
-            Action::Key(KeyEvent::new(KeyCode::Char('p'), KeyModifiers::NONE)),
+            Action::Key(KeyEvent::new(KeyCode::Char('R'), KeyModifiers::NONE)),
         );
         assert!(!sent.iter().any(|e| matches!(e, Effect::Send(..))));
         a.reconnect_failed("refused".into());

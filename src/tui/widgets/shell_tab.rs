@@ -159,6 +159,17 @@ impl ShellTab {
 
     /// Every line of history and of the screen, oldest first, and the index
     /// of the line at the top of the view now.
+    /// The index of the line at the top of the view (0 = the oldest kept),
+    /// without reading any line.
+    pub fn top_line(&mut self) -> usize {
+        let now = self.scrolled();
+        let screen = self.parser.screen_mut();
+        screen.set_scrollback(usize::MAX);
+        let oldest = screen.scrollback();
+        screen.set_scrollback(now);
+        oldest - now
+    }
+
     pub fn lines(&mut self) -> (Vec<String>, usize) {
         let now = self.scrolled();
         let (rows, cols) = self.size();
@@ -260,6 +271,7 @@ mod tests {
         assert_eq!(lines[0], "line 0");
         assert_eq!(lines[39], "line 39");
         assert_eq!(top, lines.len() - 5, "live: the last five lines");
+        assert_eq!(tab.top_line(), top);
         let found = tab.find("error", top, true).expect("a match");
         assert_eq!((found.line, found.row), (7, 0));
         assert_eq!(found.offset, tab.scrolled());

@@ -239,9 +239,10 @@ impl App {
         };
         let from = match search.found {
             Some(found) => found.line,
-            // From the view: older starts above its top line, newer below it.
-            None if older => tab.lines().1 + tab.size().0 as usize,
-            None => tab.lines().1,
+            // From the view: older from its bottom line up (what is in view
+            // first), newer from its top line down.
+            None if older => tab.top_line() + tab.size().0 as usize,
+            None => tab.top_line(),
         };
         match tab.find(&search.query, from, older) {
             Some(found) => {
