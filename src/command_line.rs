@@ -57,6 +57,22 @@ pub fn rebench_command(paths: &DataPaths, rest: &str) -> String {
     }
 }
 
+/// `text` with every control character but newline and tab escaped
+/// (`\u{1b}`): notes, titles and scorer messages come from participants'
+/// code, and an escape sequence must not reach the operator's terminal
+/// (clipboard writes, screen clears). JSON output stays exact.
+pub fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

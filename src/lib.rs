@@ -2,10 +2,12 @@
 //!
 //! Layers, inner to outer: `paths`/`settings`/`command_line` →
 //! `environment` → `session` → `store` → `sandbox` → `scoring`/`taskstd` →
-//! `protocol` → `server` → `client` → `recording`/`report` → `tui` → `cli`.
+//! `protocol` → `server` → `client` → `recording`/`report`/`campaign` → `tui` →
+//! `cli`.
 //! Inner layers never use outer ones (`tests/architecture.rs` checks it);
 //! docs/architecture.md says where each kind of change goes.
 
+pub mod campaign;
 pub mod cli;
 pub mod client;
 pub mod command_line;

@@ -18,7 +18,7 @@ const LAYERS: &[&[&str]] = &[
     &["protocol"],
     &["server"],
     &["client"],
-    &["recording", "report"],
+    &["recording", "report", "campaign"],
     &["tui"],
     &["cli"],
 ];

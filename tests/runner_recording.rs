@@ -22,7 +22,7 @@ async fn session_with_shell(
     let (env_dir, env) = fixture_env(|t| t);
     let mut admin = server.admin().await;
     let view: SessionView = admin
-        .call(Request::CreateSession(CreateSession {
+        .call(Request::CreateSession(Box::new(CreateSession {
             env_dir: env.display().to_string(),
             participant: "rec".into(),
             kind: Kind::Human,
@@ -32,7 +32,10 @@ async fn session_with_shell(
             no_input_recording,
             sandbox: None,
             task: None,
-        }))
+            agent: None,
+            campaign: None,
+            limits: Default::default(),
+        })))
         .await
         .unwrap();
     let _: SessionView = admin

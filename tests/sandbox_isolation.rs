@@ -279,17 +279,22 @@ async fn prefix_sum_runs_the_solution_in_the_jail_and_checks_it_outside() {
     let session: rebench::protocol::SessionView = server
         .admin()
         .await
-        .call(Request::CreateSession(rebench::protocol::CreateSession {
-            env_dir: env.display().to_string(),
-            participant: "tess".into(),
-            kind: rebench::session::Kind::Agent,
-            budget_s: Some(3600),
-            profile: Some("smoke".into()),
-            allow_missing_hardware: false,
-            no_input_recording: false,
-            sandbox: None,
-            task: None,
-        }))
+        .call(Request::CreateSession(Box::new(
+            rebench::protocol::CreateSession {
+                env_dir: env.display().to_string(),
+                participant: "tess".into(),
+                kind: rebench::session::Kind::Agent,
+                budget_s: Some(3600),
+                profile: Some("smoke".into()),
+                allow_missing_hardware: false,
+                no_input_recording: false,
+                sandbox: None,
+                task: None,
+                agent: None,
+                campaign: None,
+                limits: Default::default(),
+            },
+        )))
         .await
         .unwrap();
     // The starting score already ran in the jail.

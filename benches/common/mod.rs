@@ -55,7 +55,7 @@ impl BenchServer {
         let env_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/envs/fixed");
         let view: SessionView = self
             .admin
-            .call(Request::CreateSession(CreateSession {
+            .call(Request::CreateSession(Box::new(CreateSession {
                 env_dir: env_dir.display().to_string(),
                 participant: "bench".into(),
                 kind,
@@ -65,7 +65,10 @@ impl BenchServer {
                 no_input_recording: false,
                 sandbox: None,
                 task: None,
-            }))
+                agent: None,
+                campaign: None,
+                limits: Default::default(),
+            })))
             .await?;
         Ok(self
             .admin

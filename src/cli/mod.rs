@@ -174,6 +174,9 @@ pub enum Command {
     Export(crate::recording::ExportArgs),
     /// Replay a session or a recording file (asciicast v2/v3, rebench jsonl, `script`).
     Replay(crate::tui::replay::ReplayArgs),
+    /// Agent campaigns: many agent sessions from one campaign.toml.
+    #[command(subcommand)]
+    Campaign(crate::campaign::CampaignCommand),
     /// The expert baseline and the agent comparison.
     Report(crate::report::ReportArgs),
     /// The proctor's live dashboard of every session.
@@ -208,6 +211,12 @@ pub struct NewArgs {
     /// Do not record keystrokes (terminal output is always recorded).
     #[arg(long)]
     pub no_input_recording: bool,
+    /// The agent's name, for an agent session (the report compares agents by it).
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// The agent's model.
+    #[arg(long, requires = "agent")]
+    pub model: Option<String>,
     /// Where the session's processes run: local, bwrap or docker (default:
     /// $REBENCH_BACKEND, else the safest that works on the server's machine).
     #[arg(long)]
@@ -257,6 +266,9 @@ pub fn run(cli: Cli) -> i32 {
         Command::Export(args) => fail_as(json, 1, block_on(crate::recording::export(args, &paths))),
         Command::Replay(args) => fail_as(json, 1, block_on(crate::tui::replay::run(args, &paths))),
         Command::Report(args) => fail_as(json, 1, block_on(crate::report::run(args, &paths))),
+        Command::Campaign(cmd) => {
+            fail_as(json, 1, block_on(crate::campaign::run(cmd, &paths, json)))
+        }
         Command::Proctor(args) => {
             fail_as(json, 1, block_on(crate::tui::proctor::run(args, &paths)))
         }

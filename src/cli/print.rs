@@ -4,21 +4,7 @@ use crate::protocol::{ScoreView, SessionView};
 use crate::session::PauseReason;
 use crate::session::{Phase, ScorePhase};
 
-/// `text` with every control character but newline and tab escaped
-/// (`\u{1b}`): notes, titles and scorer messages come from participants'
-/// code, and an escape sequence must not reach the operator's terminal
-/// (clipboard writes, screen clears). JSON output stays exact.
-pub fn printable(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() && c != '\n' && c != '\t' {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
+pub use crate::command_line::printable;
 
 /// `1:02:03` or `4:05` (minutes:seconds under an hour).
 pub fn clock(seconds: f64) -> String {

@@ -245,6 +245,7 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
         | Command::Export(_)
         | Command::Replay(_)
         | Command::Report(_)
+        | Command::Campaign(_)
         | Command::Proctor(_) => bail!("not a server command"),
     }
     Ok(0)
@@ -309,8 +310,17 @@ async fn create(
         allow_missing_hardware: args.allow_missing_hardware,
         no_input_recording: args.no_input_recording,
         sandbox: args.sandbox,
+        agent: args.agent.map(|name| crate::session::AgentIdentity {
+            name,
+            model: args.model.unwrap_or_default(),
+            scaffold: "external".into(),
+        }),
+        campaign: None,
+        limits: Default::default(),
     };
-    Ok(client.call(Request::CreateSession(request)).await?)
+    Ok(client
+        .call(Request::CreateSession(Box::new(request)))
+        .await?)
 }
 
 /// A duration flag (`90m`, `1h30m`) as seconds, with the flag named in errors.

@@ -5,12 +5,14 @@
 //! `error` for a request id, or a pushed `event`. The first request of a
 //! connection must be `hello` with the protocol version. See docs/protocol.md.
 
+pub mod campaign;
 pub mod reduce;
 pub mod views;
 
 use serde::{Deserialize, Serialize};
 
 use crate::session::{Event, Kind, PauseReason};
+pub use campaign::{CampaignView, RunCounts, RunView};
 pub use reduce::Applied;
 pub use views::*;
 
@@ -51,7 +53,9 @@ pub enum AttachMode {
 /// [`ShellInfo`]; `shell_list` → `Vec<ShellInfo>`; `shell_attach` →
 /// [`AttachReply`]; `recording` → [`RecordingPage`]; `recorded_shells` →
 /// `Vec<u32>`; `credentials` → [`Credentials`]; `shutdown` →
-/// [`ShutdownReply`]; `backup` → [`BackupReply`]; the rest → [`Done`].
+/// [`ShutdownReply`]; `backup` → [`BackupReply`]; `campaign_open`,
+/// `campaign_show`, `campaign_stop` → [`CampaignView`]; `campaign_list` →
+/// `Vec<CampaignView>`; the rest → [`Done`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
@@ -62,7 +66,7 @@ pub enum Request {
         #[serde(default)]
         token: Option<String>,
     },
-    CreateSession(CreateSession),
+    CreateSession(Box<CreateSession>),
     Begin {
         session: String,
     },
@@ -129,6 +133,12 @@ pub enum Request {
         #[serde(default)]
         cost_usd: f64,
     },
+    /// An agent's model call, for the session's log (the built-in scaffold
+    /// records each; tokens and cost count as `usage` does).
+    ModelCall {
+        session: String,
+        call: Box<crate::session::ModelCallRecord>,
+    },
     Events {
         session: String,
     },
@@ -192,6 +202,21 @@ pub enum Request {
     Backup {
         dir: String,
     },
+    /// Register a campaign, or find it again (the same plan), and become
+    /// its runner for as long as this connection lasts: only the runner
+    /// makes its sessions, and when the runner goes its running sessions
+    /// are paused (admin only).
+    CampaignOpen {
+        plan: Box<crate::session::campaign::CampaignPlan>,
+    },
+    CampaignShow {
+        name: String,
+    },
+    CampaignList,
+    /// No run starts after this; running ones are ended as abandoned (admin only).
+    CampaignStop {
+        name: String,
+    },
 }
 
 impl Request {
@@ -212,6 +237,7 @@ impl Request {
             | Instructions { session }
             | Exec { session, .. }
             | Usage { session, .. }
+            | ModelCall { session, .. }
             | Events { session }
             | ShellOpen { session, .. }
             | ShellList { session }
@@ -224,7 +250,15 @@ impl Request {
             | Recording { session, .. }
             | RecordedShells { session } => Some(session),
             Subscribe { session } => session.as_deref(),
-            Hello { .. } | CreateSession(_) | ListSessions | Shutdown | Backup { .. } => None,
+            Hello { .. }
+            | CreateSession(_)
+            | ListSessions
+            | Shutdown
+            | Backup { .. }
+            | CampaignOpen { .. }
+            | CampaignShow { .. }
+            | CampaignList
+            | CampaignStop { .. } => None,
         }
     }
 
@@ -246,6 +280,7 @@ impl Request {
                 | Instructions { .. }
                 | Exec { .. }
                 | Usage { .. }
+                | ModelCall { .. }
                 | ShellOpen { .. }
                 | ShellList { .. }
                 | ShellAttach { .. }
@@ -281,6 +316,15 @@ pub struct CreateSession {
     /// as found): the task's name. Its sessions run in containers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<String>,
+    /// The agent behind an agent session (for the per-agent report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<crate::session::AgentIdentity>,
+    /// The campaign run it is for: only that campaign's runner may ask,
+    /// and a run gets one session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub campaign: Option<crate::session::CampaignRunRef>,
+    #[serde(default)]
+    pub limits: crate::session::RunLimits,
 }
 
 fn default_kind() -> Kind {

@@ -91,6 +91,17 @@ impl SessionView {
                 by: by.clone(),
             }),
             EventKind::Exec(_) => self.last_activity_at = Some(event.at),
+            EventKind::Usage {
+                tokens_in,
+                tokens_out,
+                cost_usd,
+            } => self.usage.add(*tokens_in, *tokens_out, *cost_usd),
+            EventKind::ModelCall(call) => {
+                self.usage
+                    .add(call.tokens_in, call.tokens_out, call.cost_usd);
+                self.usage.model_calls += 1;
+                self.last_activity_at = Some(event.at);
+            }
             EventKind::Ended { reason, note, .. } => {
                 self.end_reason = Some(*reason);
                 self.end_note = note.clone();
@@ -102,8 +113,7 @@ impl SessionView {
             EventKind::Created { .. }
             | EventKind::Warning { .. }
             | EventKind::ShellOpened { .. }
-            | EventKind::ShellExited { .. }
-            | EventKind::Usage { .. } => {}
+            | EventKind::ShellExited { .. } => {}
         }
         self.state = self.derived_phase();
         self.pause_reason = match self.state {

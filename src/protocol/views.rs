@@ -233,6 +233,18 @@ pub struct SessionView {
     /// where they came from (hidden with the scores).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub normalization: Option<NormalizationView>,
+    /// The agent behind an agent session (name, model, scaffold).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<crate::session::AgentIdentity>,
+    /// The campaign run it was made for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub campaign: Option<crate::session::CampaignRunRef>,
+    /// Tokens and cost the agent reported (`usage` and `model_call` events).
+    #[serde(default)]
+    pub usage: crate::session::UsageTotals,
+    /// Its token and cost limits.
+    #[serde(default)]
+    pub limits: crate::session::RunLimits,
     /// Omitted in `sessions` listings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scores: Option<Vec<ScoreView>>,
@@ -343,6 +355,10 @@ impl SessionView {
             unnormalized: meta.scoring.unnormalized,
             lower_is_better: meta.scoring.normalizer.lower_is_better(),
             manifest_hash: meta.manifest_hash.clone(),
+            agent: meta.agent.clone(),
+            campaign: meta.campaign.clone(),
+            usage: state.usage,
+            limits: meta.limits,
             normalization: (show_values && !meta.scoring.unnormalized).then(|| NormalizationView {
                 starting: meta.scoring.normalizer.starting,
                 reference: meta.scoring.normalizer.reference,

@@ -42,12 +42,44 @@ pub fn marker_for(kind: &EventKind, unit: &str) -> Option<(MarkerKind, String)> 
                 None => format!("session ended ({reason}) by {by}"),
             },
         ),
+        EventKind::ModelCall(call) => (MarkerKind::Model, model_call_label(call)),
         EventKind::Created { .. }
         | EventKind::ShellOpened { .. }
         | EventKind::ShellExited { .. }
         | EventKind::Exec(_)
         | EventKind::Usage { .. } => return None,
     })
+}
+
+/// `model: <first line of its text> → bash: ls` (the agent's reasoning
+/// and what it asked for, on one line).
+pub fn model_call_label(call: &crate::session::ModelCallRecord) -> String {
+    let said = call
+        .output
+        .text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    let mut label = format!("model {}", call.model);
+    if !said.is_empty() {
+        label.push_str(&format!(": {}", cut_chars(said, 120)));
+    }
+    for tool in &call.output.tool_calls {
+        label.push_str(&format!(
+            " → {}({})",
+            tool.name,
+            cut_chars(&tool.arguments, 120)
+        ));
+    }
+    label
+}
+
+fn cut_chars(text: &str, limit: usize) -> String {
+    match text.char_indices().nth(limit) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
 }
 
 fn phase_name(phase: ScorePhase) -> &'static str {
@@ -107,6 +139,8 @@ pub fn kind_from_label(label: &str) -> MarkerKind {
         MarkerKind::Start
     } else if starts("session ended ") {
         MarkerKind::End
+    } else if starts("model ") {
+        MarkerKind::Model
     } else {
         MarkerKind::Plain
     }

@@ -83,6 +83,8 @@ pub enum MarkerKind {
     Extension,
     Warning,
     End,
+    /// An agent's model call: what it said and which tools it asked for.
+    Model,
     /// A marker from an imported file, with only a label.
     Plain,
 }
@@ -99,6 +101,7 @@ impl MarkerKind {
             MarkerKind::Extension => '+',
             MarkerKind::Warning => '!',
             MarkerKind::End => '■',
+            MarkerKind::Model => '~',
             MarkerKind::Plain => '|',
         }
     }

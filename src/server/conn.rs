@@ -88,6 +88,7 @@ pub async fn serve_connection(hub: Arc<Hub>, stream: UnixStream, door: Door) {
             name: "unknown".into(),
             audience: Audience::Participant,
             origin: None,
+            connection: 0,
         },
         peer,
         subscriptions: Vec::new(),
@@ -391,6 +392,7 @@ impl Conn {
                 name: sanitize_name(client),
                 audience: Audience::Admin,
                 origin: self.peer.clone(),
+                connection: self.id,
             },
             Role::Participant { session } => {
                 let name = self
@@ -402,6 +404,7 @@ impl Conn {
                     name,
                     audience: Audience::Participant,
                     origin: None,
+                    connection: self.id,
                 }
             }
         };
@@ -563,6 +566,9 @@ impl Conn {
     }
 
     fn cleanup(&self) {
+        let hub = self.hub.clone();
+        let connection = self.id;
+        tokio::spawn(async move { hub.campaign_runner_gone(connection).await });
         if let Some(host) = &self.claimed {
             host.release_connection();
         }
@@ -607,7 +613,7 @@ async fn run_request(
         serde_json::to_value(v).map_err(OpError::internal)
     }
     match request {
-        Request::CreateSession(req) => json(hub.create(req, actor).await?),
+        Request::CreateSession(req) => json(hub.create(*req, actor).await?),
         Request::Begin { session } => json(hub.begin(&session, actor).await?),
         Request::Backup { dir } => json(hub.backup(std::path::Path::new(&dir)).await?),
         Request::ListSessions => {
@@ -674,6 +680,14 @@ async fn run_request(
                 .await?;
             json(Done {})
         }
+        Request::ModelCall { session, call } => {
+            hub.model_call(&session, call, actor).await?;
+            json(Done {})
+        }
+        Request::CampaignOpen { plan } => json(hub.campaign_open(*plan, actor).await?),
+        Request::CampaignShow { name } => json(hub.campaign_show(&name).await?),
+        Request::CampaignList => json(hub.campaign_list().await?),
+        Request::CampaignStop { name } => json(hub.campaign_stop(&name, actor).await?),
         Request::Events { session } => {
             let host = hub.host(&session)?;
             let events = hub.store.events(&session).map_err(OpError::internal)?;

@@ -80,6 +80,8 @@ pub enum EventKind {
         signal: Option<i32>,
     },
     Exec(Box<ExecRecord>),
+    /// An agent's call to its model (the built-in scaffold records each).
+    ModelCall(Box<super::agent::ModelCallRecord>),
     Usage {
         tokens_in: u64,
         tokens_out: u64,
@@ -110,6 +112,7 @@ impl EventKind {
             EventKind::ShellOpened { .. } => "shell_opened",
             EventKind::ShellExited { .. } => "shell_exited",
             EventKind::Exec(_) => "exec",
+            EventKind::ModelCall(_) => "model_call",
             EventKind::Usage { .. } => "usage",
             EventKind::Ended { .. } => "ended",
         }
@@ -218,6 +221,10 @@ pub enum EndReason {
     BudgetExhausted,
     Abandoned,
     EndedByProctor,
+    /// An agent run used its token limit.
+    TokenLimit,
+    /// An agent run used its cost limit.
+    CostLimit,
 }
 
 impl EndReason {
@@ -227,6 +234,8 @@ impl EndReason {
             EndReason::BudgetExhausted => "budget_exhausted",
             EndReason::Abandoned => "abandoned",
             EndReason::EndedByProctor => "ended_by_proctor",
+            EndReason::TokenLimit => "token_limit",
+            EndReason::CostLimit => "cost_limit",
         }
     }
 }

@@ -112,6 +112,15 @@ pub struct SessionMeta {
     /// and how it is scored (`taskstd`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_family: Option<FamilySession>,
+    /// The agent behind an agent session, when its creator named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<super::AgentIdentity>,
+    /// The campaign run this session was made for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub campaign: Option<super::CampaignRunRef>,
+    /// Token and cost limits (agents); crossing one ends the session.
+    #[serde(default)]
+    pub limits: super::RunLimits,
 }
 
 fn recorded_by_default() -> bool {

@@ -92,6 +92,8 @@ pub struct SessionState {
     pub warned_s: Vec<u64>,
     pub last_seq: Option<u64>,
     pub last_at: Option<DateTime<Utc>>,
+    /// Tokens and cost reported so far (agents).
+    pub usage: super::UsageTotals,
 }
 
 impl SessionState {
@@ -173,8 +175,17 @@ impl SessionState {
             EventKind::Created { .. }
             | EventKind::ShellOpened { .. }
             | EventKind::ShellExited { .. }
-            | EventKind::Exec(_)
-            | EventKind::Usage { .. } => {}
+            | EventKind::Exec(_) => {}
+            EventKind::Usage {
+                tokens_in,
+                tokens_out,
+                cost_usd,
+            } => self.usage.add(*tokens_in, *tokens_out, *cost_usd),
+            EventKind::ModelCall(call) => {
+                self.usage
+                    .add(call.tokens_in, call.tokens_out, call.cost_usd);
+                self.usage.model_calls += 1;
+            }
         }
     }
 

@@ -7,6 +7,7 @@
 //! - `events/<id>`: seq (u64 BE) → `Event` (JSON)
 //! - `heartbeat`: id → `{at, active_ms}` (JSON), overwritten every few seconds
 //! - `rec/<id>`: (shell u32 BE, seq u64 BE) → `recording::Chunk` (binary)
+//! - `campaigns`: name → `CampaignRecord` (JSON)
 
 pub mod recording;
 pub mod space;
@@ -16,6 +17,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::session::campaign::CampaignRecord;
 use crate::session::{Event, SessionMeta};
 pub use recording::{Chunk, ChunkKind};
 
@@ -106,6 +108,7 @@ pub struct Store {
     db: sled::Db,
     sessions: sled::Tree,
     heartbeats: sled::Tree,
+    campaigns: sled::Tree,
     dir: PathBuf,
     space: std::sync::Arc<space::SpaceGuard>,
     /// Whether sled compresses this store (fixed when it was made).
@@ -174,10 +177,12 @@ impl Store {
         check_schema(&db, dir)?;
         let sessions = db.open_tree("sessions")?;
         let heartbeats = db.open_tree("heartbeat")?;
+        let campaigns = db.open_tree("campaigns")?;
         Ok(Store {
             db,
             sessions,
             heartbeats,
+            campaigns,
             dir: dir.to_path_buf(),
             space: std::sync::Arc::new(space::SpaceGuard::new(dir)),
             compressed,
@@ -314,6 +319,30 @@ impl Store {
             let (key, bytes) = item?;
             let seq = key_u64(&key);
             out.push(from_json(&bytes, &format!("event {session}/{seq}"))?);
+        }
+        Ok(out)
+    }
+
+    /// Stores a campaign (new or changed), durably.
+    pub async fn put_campaign(&self, record: &CampaignRecord) -> Result<()> {
+        self.campaigns
+            .insert(record.plan.name.as_bytes(), to_json(record)?)?;
+        self.flush().await
+    }
+
+    pub fn campaign(&self, name: &str) -> Result<Option<CampaignRecord>> {
+        match self.campaigns.get(name.as_bytes())? {
+            Some(bytes) => Ok(Some(from_json(&bytes, &format!("campaign {name}"))?)),
+            None => Ok(None),
+        }
+    }
+
+    pub fn campaigns(&self) -> Result<Vec<CampaignRecord>> {
+        let mut out = Vec::new();
+        for item in self.campaigns.iter() {
+            let (key, bytes) = item?;
+            let what = format!("campaign {}", String::from_utf8_lossy(&key));
+            out.push(from_json(&bytes, &what)?);
         }
         Ok(out)
     }

@@ -199,7 +199,7 @@ impl TestServer {
     pub async fn create(&self, env: &Path, budget_s: Option<u64>, kind: Kind) -> SessionView {
         let mut admin = self.admin().await;
         admin
-            .call(Request::CreateSession(CreateSession {
+            .call(Request::CreateSession(Box::new(CreateSession {
                 env_dir: env.display().to_string(),
                 participant: "tess".into(),
                 kind,
@@ -209,7 +209,10 @@ impl TestServer {
                 no_input_recording: false,
                 sandbox: None,
                 task: None,
-            }))
+                agent: None,
+                campaign: None,
+                limits: Default::default(),
+            })))
             .await
             .unwrap()
     }

@@ -16,11 +16,12 @@ const MAX_SLEEP: Duration = Duration::from_secs(30);
 const STORE_RETRY: Duration = Duration::from_secs(2);
 
 /// The runner itself, pausing and resuming on its own account.
-fn system() -> super::Actor {
+pub(super) fn system() -> super::Actor {
     super::Actor {
         name: SYSTEM.into(),
         audience: crate::protocol::Audience::Admin,
         origin: None,
+        connection: 0,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The hub: every hosted session, and the operations on them.
 
 mod budget;
+mod campaigns;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -43,6 +44,8 @@ pub struct Actor {
     pub audience: Audience,
     /// The process behind an admin connection (events it causes carry it).
     pub origin: Option<crate::session::Origin>,
+    /// The connection asking (0: the server itself).
+    pub connection: u64,
 }
 
 pub use crate::session::SYSTEM;
@@ -103,6 +106,10 @@ pub struct Hub {
     pub base_env: Vec<(String, String)>,
     /// Where sessions' cgroups are made; None where the machine allows none.
     pub cgroups: Option<CgroupRoot>,
+    /// Each campaign's runner: the connection that opened it (`campaigns`).
+    pub campaign_runners: Mutex<HashMap<String, u64>>,
+    /// Campaign runs whose session is being made right now.
+    pub campaign_runs_starting: Mutex<std::collections::HashSet<crate::session::CampaignRunRef>>,
     pub shutdown: tokio::sync::Notify,
     /// Set once the server begins an orderly stop; every connection then
     /// pushes `server_shutdown` to its client.
@@ -149,6 +156,8 @@ impl Hub {
             base_env: crate::sandbox::environ::passed_from_here(),
             default_backend,
             keep_containers: std::env::var("REBENCH_KEEP_CONTAINERS").is_ok_and(|v| v == "1"),
+            campaign_runners: Mutex::new(HashMap::new()),
+            campaign_runs_starting: Mutex::new(std::collections::HashSet::new()),
             shutdown: tokio::sync::Notify::new(),
             closing: tokio::sync::watch::Sender::new(false),
         })
@@ -327,6 +336,8 @@ impl Hub {
     // ----- creation -------------------------------------------------------
 
     pub async fn create(self: &Arc<Self>, req: CreateSession, by: &Actor) -> OpResult<SessionView> {
+        let reservation = self.reserve_campaign_run(&req, by)?;
+        check_agent_fields(&req)?;
         let participant = req.participant.trim().to_string();
         if participant.is_empty()
             || participant.len() > 100
@@ -348,6 +359,19 @@ impl Hub {
                 format!("environment {} is not usable:\n{e}", req.env_dir),
             )
         })?;
+        if let Some(run) = reservation.as_ref().map(|r| &r.plan)
+            && (env.id() != run.environment
+                || req.budget_s != Some(run.length_s)
+                || req.profile != run.profile)
+        {
+            return Err(OpError::new(
+                ErrorCode::BadRequest,
+                format!(
+                    "run {} is planned on {} ({}s, profile {:?}): the request differs",
+                    run.id, run.environment, run.length_s, run.profile
+                ),
+            ));
+        }
         let mut plan = env
             .scoring(req.profile.as_deref())
             .map_err(|e| OpError::new(ErrorCode::Refused, e.to_string()))?;
@@ -483,6 +507,9 @@ impl Hub {
             container,
             grant: Some(grant),
             task_family: None,
+            agent: req.agent.clone(),
+            campaign: req.campaign.clone(),
+            limits: req.limits,
         };
         if let (Some(image), Some(task)) = (family_image, &env.family) {
             meta.task_family = Some(self.set_up_family(&meta, task, image, budget_ms).await?);
@@ -507,6 +534,7 @@ impl Hub {
         state.apply(&first);
         let host = self.install(meta, state);
         let _ = self.events.send((id.clone(), first));
+        drop(reservation);
         if host.meta.scoring.score_at_start {
             self.score_starting(&host).await?;
         }
@@ -873,30 +901,58 @@ impl Hub {
     }
 
     pub async fn usage(
-        &self,
+        self: &Arc<Self>,
         id: &str,
         tokens_in: u64,
         tokens_out: u64,
         cost_usd: f64,
         _by: &Actor,
     ) -> OpResult<()> {
-        let host = self.host(id)?;
-        if !cost_usd.is_finite() || cost_usd < 0.0 {
-            return Err(OpError::new(
-                ErrorCode::BadRequest,
-                "cost_usd must be a non-negative number",
-            ));
-        }
-        let mut live = host.live.lock().await;
-        host.append(
-            &mut live,
+        check_cost(cost_usd)?;
+        self.record_usage(
+            id,
             EventKind::Usage {
                 tokens_in,
                 tokens_out,
                 cost_usd,
             },
         )
-        .await?;
+        .await
+    }
+
+    /// Records an agent's model call (its tokens and cost count as usage).
+    pub async fn model_call(
+        self: &Arc<Self>,
+        id: &str,
+        call: Box<crate::session::ModelCallRecord>,
+        _by: &Actor,
+    ) -> OpResult<()> {
+        check_cost(call.cost_usd)?;
+        self.record_usage(id, EventKind::ModelCall(call)).await
+    }
+
+    /// Appends a usage-carrying event; a run that crossed its token or
+    /// cost limit then ends with that reason (and its final score).
+    async fn record_usage(self: &Arc<Self>, id: &str, kind: EventKind) -> OpResult<()> {
+        let host = self.host(id)?;
+        let crossed = {
+            let mut live = host.live.lock().await;
+            if live.state.phase() == Phase::Ended {
+                return Err(OpError::state(format!("session {id} has ended")));
+            }
+            host.append(&mut live, kind).await?;
+            host.meta.limits.crossed(&live.state.usage)
+        };
+        if let Some(reason) = crossed {
+            let hub = self.clone();
+            // Not awaited: the reply should not wait for a final score.
+            tokio::spawn(async move {
+                let started = host.live.lock().await.state.started_at.is_some();
+                if let Err(e) = hub.finish(&host, reason, SYSTEM, started, None).await {
+                    tracing::debug!(session = %host.id(), "limit reached, end not needed: {e}");
+                }
+            });
+        }
         Ok(())
     }
 
@@ -1570,6 +1626,45 @@ impl Hub {
 }
 
 /// At most `limit` bytes of `text`, cut at a character boundary.
+fn check_cost(cost_usd: f64) -> OpResult<()> {
+    if !cost_usd.is_finite() || cost_usd < 0.0 {
+        return Err(OpError::new(
+            ErrorCode::BadRequest,
+            "cost_usd must be a non-negative number",
+        ));
+    }
+    Ok(())
+}
+
+/// An agent's identity and limits, as a client gave them.
+fn check_agent_fields(req: &CreateSession) -> OpResult<()> {
+    let bad = |m: &str| Err(OpError::new(ErrorCode::BadRequest, m.to_string()));
+    if let Some(agent) = &req.agent {
+        let printable = |s: &str, max: usize| s.len() <= max && !s.chars().any(char::is_control);
+        if agent.name.trim().is_empty()
+            || !printable(&agent.name, 100)
+            || !printable(&agent.model, 200)
+            || !printable(&agent.scaffold, 1000)
+        {
+            return bad(
+                "agent: name (1 to 100 printable characters), model and scaffold must be printable",
+            );
+        }
+        if req.kind != crate::session::Kind::Agent {
+            return bad("an agent identity needs kind agent");
+        }
+    }
+    if req
+        .limits
+        .max_cost_usd
+        .is_some_and(|c| !c.is_finite() || c <= 0.0)
+        || req.limits.max_tokens == Some(0)
+    {
+        return bad("limits: max_tokens and max_cost_usd must be more than 0");
+    }
+    Ok(())
+}
+
 fn cut(text: &str, limit: usize) -> String {
     if text.len() <= limit {
         return text.to_string();
