@@ -39,14 +39,32 @@ struct Shared {
 }
 
 pub async fn run(file: &Path, paths: &DataPaths, json: bool) -> anyhow::Result<i32> {
-    let spec = CampaignSpec::load(file)?;
+    let mut spec = CampaignSpec::load(file)?;
     let search = discovery::search_path(&paths.root);
     let mut env_dirs = HashMap::new();
-    for env in &spec.environments {
+    for (i, env) in spec.environments.iter_mut().enumerate() {
         let found = discovery::resolve(&env.id, &search)
-            .with_context(|| format!("{}: environments: {}", spec.file, env.id))?;
+            .with_context(|| format!("{}: environments[{i}].id: {}", spec.file, env.id))?;
+        if found.family.is_some() {
+            anyhow::bail!(
+                "{}: environments[{i}].id: {} is a Task Standard task; campaigns run rebench environments",
+                spec.file,
+                env.id
+            );
+        }
         let dir = std::path::absolute(&found.dir).unwrap_or(found.dir.clone());
-        env_dirs.insert(env.id.clone(), dir);
+        // A folder names its environment by the id in its manifest.
+        env.id = found.id().to_string();
+        if env_dirs
+            .insert(env.id.clone(), dir.clone())
+            .is_some_and(|d| d != dir)
+        {
+            anyhow::bail!(
+                "{}: environments[{i}].id: two folders hold environment {}",
+                spec.file,
+                env.id
+            );
+        }
     }
     let mut endpoints = HashMap::new();
     for agent in &spec.agents {
@@ -155,6 +173,19 @@ pub async fn run(file: &Path, paths: &DataPaths, json: bool) -> anyhow::Result<i
             return Ok(if view.counts.failed > 0 { 2 } else { 0 });
         }
         tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Whether a pause is one a runner ends when it takes a run up again.
+fn ours(reason: PauseReason, view: &SessionView) -> bool {
+    let by_system = view
+        .pauses
+        .last()
+        .is_some_and(|p| p.by == crate::session::SYSTEM);
+    match reason {
+        PauseReason::CrashRecovery | PauseReason::ServerShutdown | PauseReason::ApiOutage => true,
+        PauseReason::TechnicalIssue => by_system,
+        PauseReason::Break | PauseReason::Proctor | PauseReason::Scoring => false,
     }
 }
 
@@ -307,9 +338,10 @@ async fn drive_inner(shared: &Shared, run: &str, session: &str) -> Result<(), Ru
                 })
                 .await?;
         }
-        // A scoring run ends by itself; any other pause was the runner's
-        // absence, a crash, an outage or an orderly stop: the run goes on.
-        (Phase::Paused, Some(reason)) if reason != PauseReason::Scoring => {
+        // Pauses the runner's absence, a crash, an outage or an orderly
+        // stop caused end here; a scoring run ends by itself, and a
+        // proctor's pause stays until the proctor ends it (the scaffold waits).
+        (Phase::Paused, Some(reason)) if ours(reason, &view) => {
             admin
                 .call::<SessionView>(Request::Resume {
                     session: session.to_string(),

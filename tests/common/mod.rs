@@ -11,6 +11,7 @@ use rebench::paths::DataPaths;
 use rebench::protocol::{CreateSession, Credentials, Request, SessionView};
 use rebench::session::Kind;
 
+pub mod model_server;
 pub mod tmux;
 pub mod torch_env;
 

@@ -12,6 +12,23 @@ use crate::server::host::{Host, OpError, OpResult};
 use crate::session::campaign::{CampaignPlan, CampaignRecord, RunPlan, valid_name};
 use crate::session::{CampaignRunRef, EndReason, Kind, PauseReason, Phase};
 
+/// The process running a campaign: the connection that opened it (the
+/// claim lasts as long as it does) and its process, whose other
+/// connections may make the campaign's sessions too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Runner {
+    pub connection: u64,
+    pub pid: Option<i32>,
+}
+
+impl Runner {
+    fn is(&self, by: &Actor) -> bool {
+        by.connection != 0
+            && (self.connection == by.connection
+                || (self.pid.is_some() && by.origin.as_ref().map(|o| o.pid) == self.pid))
+    }
+}
+
 /// Holds a campaign run while its session is being made, so that two
 /// requests cannot both make one.
 pub struct RunReservation {
@@ -73,7 +90,7 @@ impl Hub {
             .collect()
     }
 
-    fn runner_of(&self, name: &str) -> Option<u64> {
+    fn runner_of(&self, name: &str) -> Option<Runner> {
         self.campaign_runners
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -128,7 +145,7 @@ impl Hub {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
             match runners.get(&name) {
-                Some(conn) if *conn != by.connection => {
+                Some(runner) if runner.connection != by.connection => {
                     return Err(OpError::new(
                         ErrorCode::Busy,
                         format!(
@@ -138,7 +155,13 @@ impl Hub {
                     ));
                 }
                 _ => {
-                    runners.insert(name.clone(), by.connection);
+                    runners.insert(
+                        name.clone(),
+                        Runner {
+                            connection: by.connection,
+                            pid: by.origin.as_ref().map(|o| o.pid),
+                        },
+                    );
                 }
             }
         }
@@ -154,7 +177,10 @@ impl Hub {
             .campaign_runners
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if runners.get(name) == Some(&connection) {
+        if runners
+            .get(name)
+            .is_some_and(|r| r.connection == connection)
+        {
             runners.remove(name);
         }
     }
@@ -212,7 +238,7 @@ impl Hub {
                 .unwrap_or_else(|e| e.into_inner());
             let names = runners
                 .iter()
-                .filter(|(_, c)| **c == connection)
+                .filter(|(_, r)| r.connection == connection)
                 .map(|(n, _)| n.clone())
                 .collect::<Vec<_>>();
             for name in &names {
@@ -258,7 +284,7 @@ impl Hub {
         if req.kind != Kind::Agent {
             return refused("campaign sessions are agent sessions (kind agent)".into());
         }
-        if by.connection == 0 || self.runner_of(&run.campaign) != Some(by.connection) {
+        if !self.runner_of(&run.campaign).is_some_and(|r| r.is(by)) {
             return refused(format!(
                 "only the runner of campaign {} makes its sessions (`rebench campaign run`)",
                 run.campaign

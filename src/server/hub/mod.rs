@@ -107,7 +107,7 @@ pub struct Hub {
     /// Where sessions' cgroups are made; None where the machine allows none.
     pub cgroups: Option<CgroupRoot>,
     /// Each campaign's runner: the connection that opened it (`campaigns`).
-    pub campaign_runners: Mutex<HashMap<String, u64>>,
+    pub campaign_runners: Mutex<HashMap<String, campaigns::Runner>>,
     /// Campaign runs whose session is being made right now.
     pub campaign_runs_starting: Mutex<std::collections::HashSet<crate::session::CampaignRunRef>>,
     pub shutdown: tokio::sync::Notify,

@@ -1,0 +1,602 @@
+//! Agent campaigns through the real server and binary, with stand-in model
+//! servers on 127.0.0.1 (one per API shape) scripted to solve the `fixed`
+//! fixture (write the reference value, score, submit) or to do nothing.
+
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::model_server::{Fault, ModelServer, Step};
+use common::{BIN, TestServer, fixture_env, wait_until};
+use serde_json::{Value, json};
+
+fn good_script() -> Vec<Step> {
+    vec![
+        ("bash", json!({"command": "cat value"})),
+        ("bash", json!({"command": "echo 1.6 > value"})),
+        ("score", json!({})),
+        ("submit", json!({})),
+    ]
+}
+
+fn weak_script() -> Vec<Step> {
+    vec![("bash", json!({"command": "ls"})), ("submit", json!({}))]
+}
+
+struct Setup {
+    server: TestServer,
+    _env_dir: tempfile::TempDir,
+    env: PathBuf,
+    files: tempfile::TempDir,
+}
+
+fn setup() -> Setup {
+    let (env_dir, env) = fixture_env(|t| t);
+    Setup {
+        server: TestServer::start(),
+        _env_dir: env_dir,
+        env,
+        files: tempfile::tempdir().unwrap(),
+    }
+}
+
+impl Setup {
+    fn write_campaign(&self, text: &str) -> PathBuf {
+        let path = self.files.path().join("campaign.toml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn campaign(&self, args: &[&str]) -> Output {
+        let mut all = vec!["campaign"];
+        all.extend_from_slice(args);
+        self.server.cli(&all)
+    }
+
+    fn status(&self, name: &str) -> Value {
+        let out = self.campaign(&["status", name, "--json"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn show(&self, session: &str) -> Value {
+        let out = self.server.cli(&["show", session, "--json"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn events(&self, session: &str) -> Vec<Value> {
+        let out = self.server.cli(&["events", session]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// Sessions (of any campaign) per run id.
+    fn sessions_per_run(&self) -> std::collections::HashMap<String, usize> {
+        let out = self.server.cli(&["sessions", "--json"]);
+        let sessions: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+        let mut per_run = std::collections::HashMap::new();
+        for s in sessions {
+            if let Some(run) = s["campaign"]["run"].as_str() {
+                *per_run.entry(run.to_string()).or_insert(0) += 1;
+            }
+        }
+        per_run
+    }
+}
+
+fn ok(out: &Output) {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn two_agents(models: &ModelServer, env: &Path, extra: &str) -> String {
+    format!(
+        r#"
+[campaign]
+name = "demo"
+concurrency = 4
+{extra}
+
+[[agents]]
+name = "good"
+api = "openai"
+base_url = "{url}"
+model = "good-model"
+price_in = 2.0
+price_out = 10.0
+
+[[agents]]
+name = "weak"
+api = "anthropic"
+base_url = "{url}"
+model = "weak-model"
+
+[[environments]]
+id = "{env}"
+
+[runs]
+lengths = ["2m", "3m"]
+attempts = 2
+"#,
+        url = models.base_url(),
+        env = env.display()
+    )
+}
+
+#[test]
+fn a_campaign_of_two_agents_runs_every_run_once_to_the_end() {
+    let s = setup();
+    let models = ModelServer::start(vec![
+        ("good-model", good_script()),
+        ("weak-model", weak_script()),
+    ]);
+    let file = s.write_campaign(&two_agents(&models, &s.env, ""));
+    let out = s.campaign(&["run", file.to_str().unwrap()]);
+    ok(&out);
+    let status = s.status("demo");
+    let runs = status["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2 * 2 * 2);
+    for run in runs {
+        assert_eq!(run["state"], "done", "{run}");
+        let normalized = run["final"]["normalized"].as_f64().unwrap();
+        match run["agent"].as_str().unwrap() {
+            "good" => {
+                assert!((normalized - 1.0).abs() < 1e-6, "{run}");
+                // 4 calls of 100..130 prompt tokens and 20 answer tokens, priced.
+                assert_eq!(run["tokens_in"], 100 + 110 + 120 + 130);
+                assert_eq!(run["tokens_out"], 80);
+                let cost = run["cost"].as_f64().unwrap();
+                assert!(
+                    (cost - (460.0 * 2.0 + 80.0 * 10.0) / 1e6).abs() < 1e-12,
+                    "{cost}"
+                );
+            }
+            "weak" => {
+                assert!(normalized.abs() < 1e-6, "{run}");
+                assert_eq!(run["cost"], 0.0);
+            }
+            other => panic!("agent {other}"),
+        }
+        assert!(
+            ["2m", "3m"].contains(&run["length"].as_str().unwrap()),
+            "{run}"
+        );
+    }
+    assert!(s.sessions_per_run().values().all(|n| *n == 1));
+    assert_eq!(s.sessions_per_run().len(), 8);
+    // Each session says whose it is, and its log holds the conversation.
+    let good = runs.iter().find(|r| r["agent"] == "good").unwrap();
+    let session = good["session"].as_str().unwrap();
+    let view = s.show(session);
+    assert_eq!(view["kind"], "agent");
+    assert_eq!(
+        view["agent"],
+        json!({"name": "good", "model": "good-model", "scaffold": "builtin"})
+    );
+    assert_eq!(view["end_reason"], "submitted");
+    let events = s.events(session);
+    let calls: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "model_call")
+        .collect();
+    assert_eq!(calls.len(), 4);
+    let first_input = calls[0]["input"].as_array().unwrap();
+    assert_eq!(first_input[0]["role"], "system");
+    assert!(
+        first_input[1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Fixed-answer fixture"),
+        "the prompt has the instructions' title: {}",
+        first_input[1]
+    );
+    assert_eq!(calls[1]["output"]["tool_calls"][0]["name"], "bash");
+    assert!(
+        calls[2]["input"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("exit code 0")
+    );
+    // The model saw the time it had left.
+    assert!(
+        calls[1]["input"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("[time left: ")
+    );
+    // The stand-in saw both shapes, with the tools.
+    let seen = models.seen();
+    assert!(seen.iter().any(|(p, _)| p == "/v1/chat/completions"));
+    assert!(
+        seen.iter()
+            .any(|(p, b)| p == "/v1/messages" && b["tools"][0]["name"] == "bash")
+    );
+
+    // Running it again finds everything done: nothing runs twice.
+    let again = s.campaign(&["run", file.to_str().unwrap()]);
+    ok(&again);
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("8 done"),
+        "{}",
+        String::from_utf8_lossy(&again.stdout)
+    );
+    assert_eq!(s.sessions_per_run().len(), 8);
+    let table = s.campaign(&["status", "demo"]);
+    ok(&table);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("8/8 finished: 8 done, 0 failed"), "{text}");
+    assert!(text.contains("good/fixed/2m/1"), "{text}");
+}
+
+#[test]
+fn a_changed_file_is_refused_and_so_is_a_second_runner() {
+    let s = setup();
+    let models = ModelServer::start(vec![
+        ("good-model", good_script()),
+        ("weak-model", weak_script()),
+    ]);
+    // The first runner waits at the gate, holding the campaign.
+    models.close_gate(1);
+    let file = s.write_campaign(&two_agents(&models, &s.env, ""));
+    let mut first = runner(&s, &file);
+    assert!(wait_until(Duration::from_secs(60), || models
+        .waiting
+        .load(std::sync::atomic::Ordering::SeqCst)
+        > 0));
+    let second = s.campaign(&["run", file.to_str().unwrap()]);
+    assert_eq!(second.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(err.contains("being run by another"), "{err}");
+    // A different plan under the same name is refused.
+    let changed = s.files.path().join("changed.toml");
+    std::fs::write(
+        &changed,
+        two_agents(&models, &s.env, "").replace("attempts = 2", "attempts = 3"),
+    )
+    .unwrap();
+    let out = s.campaign(&["run", changed.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("different plan"), "{err}");
+    // Stop: running runs end (failed), queued ones never start, the runner leaves.
+    let stop = s.campaign(&["stop", "demo"]);
+    ok(&stop);
+    models.open_gate();
+    let status = first.wait().unwrap();
+    assert!(
+        status.success(),
+        "the runner exits after a stop: {status:?}"
+    );
+    let view = s.status("demo");
+    assert!(view["stopped_at"].is_string());
+    let runs = view["runs"].as_array().unwrap();
+    assert!(runs.iter().all(|r| r["state"] != "running"), "{view}");
+    let failed: Vec<&Value> = runs.iter().filter(|r| r["state"] == "failed").collect();
+    assert!(!failed.is_empty());
+    assert!(
+        failed.iter().all(|r| r["failure"] == "campaign stopped"),
+        "{failed:?}"
+    );
+    assert!(
+        runs.iter().any(|r| r["state"] == "queued"),
+        "stopped before every run began"
+    );
+}
+
+fn runner(s: &Setup, file: &Path) -> std::process::Child {
+    Command::new(BIN)
+        .arg("--data-dir")
+        .arg(&s.server.paths.root)
+        .args(["campaign", "run"])
+        .arg(file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn kill_9_of_the_server_mid_campaign_then_a_resume_runs_every_run_once() {
+    let mut s = setup();
+    let models = ModelServer::start(vec![("good-model", good_script())]);
+    models.close_gate(2);
+    let file = s.write_campaign(&format!(
+        r#"
+[campaign]
+name = "resume"
+concurrency = 2
+
+[[agents]]
+name = "good"
+api = "openai"
+base_url = "{}"
+model = "good-model"
+
+[[environments]]
+id = "{}"
+
+[runs]
+lengths = ["2m"]
+attempts = 3
+"#,
+        models.base_url(),
+        s.env.display()
+    ));
+    let mut first = runner(&s, &file);
+    // Two runs are at their third model call (after writing the value).
+    assert!(wait_until(Duration::from_secs(60), || models
+        .waiting
+        .load(std::sync::atomic::Ordering::SeqCst)
+        >= 2));
+    s.server.kill9();
+    let status = first.wait().unwrap();
+    assert!(!status.success(), "the runner says it lost the server");
+    models.open_gate();
+    s.server.spawn();
+    let out = s.campaign(&["run", file.to_str().unwrap()]);
+    ok(&out);
+    let view = s.status("resume");
+    let runs = view["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    for run in runs {
+        assert_eq!(run["state"], "done", "{run}");
+        assert!(
+            (run["final"]["normalized"].as_f64().unwrap() - 1.0).abs() < 1e-6,
+            "{run}"
+        );
+    }
+    let per_run = s.sessions_per_run();
+    assert_eq!(per_run.len(), 3);
+    assert!(per_run.values().all(|n| *n == 1), "{per_run:?}");
+    // An interrupted run continued its conversation: the prompt was sent once.
+    let interrupted: Vec<&Value> = runs
+        .iter()
+        .filter(|r| {
+            let events = s.events(r["session"].as_str().unwrap());
+            events
+                .iter()
+                .any(|e| e["type"] == "paused" && e["reason"] == "crash_recovery")
+        })
+        .collect();
+    assert!(!interrupted.is_empty(), "some run was running at the kill");
+    for run in interrupted {
+        let events = s.events(run["session"].as_str().unwrap());
+        let prompts = events
+            .iter()
+            .filter(|e| e["type"] == "model_call")
+            .filter(|e| {
+                e["input"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|m| m["role"] == "system")
+            })
+            .count();
+        assert_eq!(prompts, 1, "{run}");
+    }
+}
+
+#[test]
+fn an_api_outage_pauses_the_run_and_its_time_is_not_counted() {
+    let s = setup();
+    let models = ModelServer::start(vec![("good-model", good_script())]);
+    models.go_down(Duration::from_secs(8));
+    let file = s.write_campaign(&format!(
+        r#"
+[campaign]
+name = "outage"
+retry_for = "1s"
+probe_every = "1s"
+
+[[agents]]
+name = "good"
+api = "openai"
+base_url = "{}"
+model = "good-model"
+
+[[environments]]
+id = "{}"
+
+[runs]
+lengths = ["2m"]
+"#,
+        models.base_url(),
+        s.env.display()
+    ));
+    let started = Instant::now();
+    ok(&s.campaign(&["run", file.to_str().unwrap()]));
+    assert!(started.elapsed() >= Duration::from_secs(8));
+    let run = &s.status("outage")["runs"][0];
+    assert_eq!(run["state"], "done", "{run}");
+    let view = s.show(run["session"].as_str().unwrap());
+    let outage = view["pauses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["reason"] == "api_outage")
+        .unwrap_or_else(|| panic!("no api_outage pause: {view}"));
+    let at = |v: &Value| chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap()).unwrap();
+    let paused_s = (at(&outage["end"]) - at(&outage["start"])).num_milliseconds() as f64 / 1000.0;
+    assert!(
+        paused_s >= 5.0,
+        "the outage lasted 8 s, 1 s of it retried: {paused_s}"
+    );
+    let wall_s =
+        (at(&view["ended_at"]) - at(&view["started_at"])).num_milliseconds() as f64 / 1000.0;
+    let active_s = view["active_s"].as_f64().unwrap();
+    assert!(
+        active_s <= wall_s - paused_s + 0.5,
+        "active {active_s}, wall {wall_s}, paused {paused_s}"
+    );
+    assert!((run["final"]["normalized"].as_f64().unwrap() - 1.0).abs() < 1e-6);
+}
+
+#[test]
+fn errors_busy_answers_a_hung_connection_and_a_malformed_tool_call_do_not_end_a_run() {
+    let s = setup();
+    let models = ModelServer::start(vec![("good-model", good_script())]);
+    models.push_faults(&[
+        Fault::Status(500),
+        Fault::Status(429),
+        Fault::Hang,
+        Fault::Status(502),
+        Fault::MalformedToolCall,
+    ]);
+    let file = s.write_campaign(&format!(
+        r#"
+[campaign]
+name = "faults"
+request_timeout = "2s"
+
+[[agents]]
+name = "good"
+api = "openai"
+base_url = "{}"
+model = "good-model"
+
+[[environments]]
+id = "{}"
+
+[runs]
+lengths = ["2m"]
+"#,
+        models.base_url(),
+        s.env.display()
+    ));
+    ok(&s.campaign(&["run", file.to_str().unwrap()]));
+    let run = &s.status("faults")["runs"][0];
+    assert_eq!(run["state"], "done", "{run}");
+    let session = run["session"].as_str().unwrap();
+    let view = s.show(session);
+    assert!(
+        view["pauses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["reason"] != "api_outage"),
+        "short failures are retried, not paused for: {view}"
+    );
+    // The malformed call got an error as its result, and the run went on.
+    let events = s.events(session);
+    let told = events
+        .iter()
+        .filter(|e| e["type"] == "model_call")
+        .any(|e| {
+            e["input"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("must be a JSON object"))
+        });
+    assert!(told, "the model was told its arguments were malformed");
+    assert!(
+        (run["final"]["normalized"].as_f64().unwrap() - 1.0).abs() < 1e-6,
+        "{run}"
+    );
+}
+
+#[test]
+fn a_token_limit_ends_the_run_with_its_own_reason() {
+    let s = setup();
+    let models = ModelServer::start(vec![("good-model", good_script())]);
+    let file = s.write_campaign(&format!(
+        r#"
+[campaign]
+name = "limits"
+
+[[agents]]
+name = "good"
+api = "openai"
+base_url = "{}"
+model = "good-model"
+
+[[environments]]
+id = "{}"
+
+[runs]
+lengths = ["2m"]
+max_tokens = 250
+"#,
+        models.base_url(),
+        s.env.display()
+    ));
+    ok(&s.campaign(&["run", file.to_str().unwrap()]));
+    let run = &s.status("limits")["runs"][0];
+    assert_eq!(run["state"], "done", "{run}");
+    assert_eq!(run["end_reason"], "token_limit", "{run}");
+    // 120 then 130 tokens: the second call crossed 250.
+    assert_eq!(
+        run["tokens_in"].as_u64().unwrap() + run["tokens_out"].as_u64().unwrap(),
+        250
+    );
+}
+
+#[test]
+fn an_external_scaffold_runs_with_the_sessions_credentials() {
+    let s = setup();
+    let example = common::repo_root().join("examples/scripted_scaffold.py");
+    let file = s.write_campaign(&format!(
+        r#"
+[campaign]
+name = "external"
+concurrency = 2
+
+[[agents]]
+name = "script"
+api = "command"
+model = "none"
+command = ["python3", "{}", "cat value", "echo 1.6 > value"]
+
+[[environments]]
+id = "{}"
+
+[runs]
+lengths = ["2m"]
+attempts = 2
+"#,
+        example.display(),
+        s.env.display()
+    ));
+    ok(&s.campaign(&["run", file.to_str().unwrap()]));
+    let view = s.status("external");
+    for run in view["runs"].as_array().unwrap() {
+        assert_eq!(run["state"], "done", "{run}");
+        assert!(
+            (run["final"]["normalized"].as_f64().unwrap() - 1.0).abs() < 1e-6,
+            "{run}"
+        );
+        assert!(
+            run["tokens_in"].as_u64().unwrap() > 0,
+            "the example reports usage: {run}"
+        );
+        let shown = s.show(run["session"].as_str().unwrap());
+        assert!(
+            shown["agent"]["scaffold"]
+                .as_str()
+                .unwrap()
+                .contains("scripted_scaffold.py")
+        );
+    }
+}
