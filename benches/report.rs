@@ -68,6 +68,8 @@ fn generated_run(index: usize, rng: &mut StdRng) -> Run {
         environment: environment.to_string(),
         participant: format!("p{}", index % 500),
         kind,
+        // Agents in three named groups, as a campaign of three agents makes.
+        agent: (kind == Kind::Agent).then(|| format!("agent-{}", index % 3)),
         started_at,
         ended: true,
         budget_s,
@@ -97,6 +99,7 @@ fn main() {
         budgets_s: vec![2.0 * H, 8.0 * H, 32.0 * H],
         human_rate_usd_per_hour: 100.0,
         human_run_length_s: rebench::report::best_of_k::HUMAN_RUN_CAP_S,
+        estimator: rebench::report::Estimator::WithReplacement,
     };
     let started = Instant::now();
     let report = build_report(&runs, &options);

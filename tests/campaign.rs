@@ -251,6 +251,91 @@ fn a_campaign_of_two_agents_runs_every_run_once_to_the_end() {
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(text.contains("8/8 finished: 8 done, 0 failed"), "{text}");
     assert!(text.contains("good/fixed/2m/1"), "{text}");
+
+    // A human run of 3 minutes halfway there (raw 2.76: normalized ~0.5).
+    let out = s.server.cli(&[
+        "new",
+        s.env.to_str().unwrap(),
+        "--participant",
+        "hana",
+        "--budget",
+        "3m",
+        "--json",
+    ]);
+    ok(&out);
+    let human: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let human = human["id"].as_str().unwrap();
+    ok(&s.server.cli(&["begin", human]));
+    let workspace = s.show(human)["workspace"].as_str().unwrap().to_string();
+    std::fs::write(Path::new(&workspace).join("value"), "2.76\n").unwrap();
+    ok(&s.server.cli(&["submit", human]));
+    // The report: one group per agent beside the humans, ranked.
+    let out = s.server.cli(&[
+        "report",
+        "--budgets",
+        "3m",
+        "--format",
+        "json",
+        "--resamples",
+        "200",
+    ]);
+    ok(&out);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let groups: Vec<&str> = report["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["environment"] == "fixed")
+        .map(|r| r["group"].as_str().unwrap())
+        .collect();
+    assert_eq!(groups, ["human", "good", "weak"]);
+    let ratio = |group: &str| {
+        report["comparison"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["group"] == group)
+            .unwrap()["ratio"]["value"]
+            .as_f64()
+            .unwrap_or(0.0)
+    };
+    assert!(ratio("good") > 1.5, "{report}");
+    assert!(ratio("weak") < 0.1, "{report}");
+    assert_eq!(report["best_agent"][0]["group"], "good", "{report}");
+    // Agents at 3 m use the 3-minute runs only: 2 of each agent's 4.
+    let best = report["best_of_k"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["group"] == "good")
+        .unwrap()["best"]
+        .clone();
+    assert_eq!(
+        (best["k"].as_u64(), best["runs"].as_u64()),
+        (Some(1), Some(2)),
+        "{best}"
+    );
+    // --agent keeps the humans for the comparison.
+    let out = s.server.cli(&[
+        "report",
+        "--budgets",
+        "3m",
+        "--agent",
+        "weak",
+        "--format",
+        "json",
+        "--resamples",
+        "50",
+    ]);
+    ok(&out);
+    let only: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let groups: std::collections::BTreeSet<&str> = only["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["group"].as_str().unwrap())
+        .collect();
+    assert_eq!(groups.into_iter().collect::<Vec<_>>(), ["human", "weak"]);
 }
 
 #[test]

@@ -44,6 +44,7 @@ fn options() -> ReportOptions {
         budgets_s: vec![2.0 * H, 8.0 * H, 32.0 * H],
         human_rate_usd_per_hour: 0.0,
         human_run_length_s: rebench::report::best_of_k::HUMAN_RUN_CAP_S,
+        estimator: rebench::report::Estimator::WithReplacement,
     }
 }
 
@@ -187,25 +188,27 @@ fn best_of_k_matches_hand_derived_expectations() {
             .all(|s| s.run_length_s <= 8.0 * H),
         "humans never get 32-hour runs"
     );
-    // Agents at 2 h: kernel (.7+.3+.8)/3, scaling .6.
-    let (value, k, _) = best(budget(&report, Kind::Agent, 2.0 * H));
-    assert!(close(value, 0.6) && k == 1, "{value}");
-    // Agents at 8 h: 4 x 2 h beats 1 x 8 h. kernel best of 4 of {.3,.7,.8}:
-    // .8 (1-(2/3)^4) + .7 ((2/3)^4-(1/3)^4) + .3 (1/3)^4 = 62.8/81.
+    // Agents use runs whose time limit was the split's run length (an agent
+    // told it has 8 h works differently from one told 2 h). At 2 h only a4
+    // had 2 h, and scaling has no 2-hour agent run: no split is supported.
+    let row = budget(&report, Kind::Agent, 2.0 * H);
+    assert!(row.best.is_none(), "{row:?}");
+    assert_eq!(row.splits[0].missing_environments, vec!["scaling"]);
+    // At 8 h: 1 x 8 h (kernel a1, a2: (.7+.3)/2; scaling a3 .6); 4 x 2 h
+    // lacks scaling.
     let row = budget(&report, Kind::Agent, 8.0 * H);
     let (value, k, length) = best(row);
-    assert!(close(value, (62.8 / 81.0 + 0.6) / 2.0), "{value}");
-    assert_eq!((k, length), (4, 2.0 * H));
-    let one_run = row.splits.iter().find(|s| s.k == 1).unwrap();
-    assert!(close(one_run.estimate.unwrap().value, (0.5 + 0.6) / 2.0));
-    assert_eq!(row.random_run_environments, vec!["scaling"]);
-    // Agents at 32 h: 16 x 2 h is best; 1 x 32 h has no runs.
+    assert!(close(value, (0.5 + 0.6) / 2.0), "{value}");
+    assert_eq!((k, length), (1, 8.0 * H));
+    let four = row.splits.iter().find(|s| s.k == 4).unwrap();
+    assert!(four.estimate.is_none());
+    assert_eq!(four.missing_environments, vec!["scaling"]);
+    // At 32 h: 4 x 8 h. kernel best of 4 of {.7, .3} = .7 (15/16) + .3 (1/16);
+    // scaling .6. 16 x 2 h lacks scaling, 1 x 32 h has no runs.
     let row = budget(&report, Kind::Agent, 32.0 * H);
-    let p = |x: f64| x.powi(16);
-    let kernel16 =
-        0.8 * (1.0 - p(2.0 / 3.0)) + 0.7 * (p(2.0 / 3.0) - p(1.0 / 3.0)) + 0.3 * p(1.0 / 3.0);
-    let (value, k, _) = best(row);
-    assert!(close(value, (kernel16 + 0.6) / 2.0) && k == 16, "{value}");
+    let (value, k, length) = best(row);
+    assert!(close(value, (10.8 / 16.0 + 0.6) / 2.0), "{value}");
+    assert_eq!((k, length), (4, 8.0 * H));
     let whole = row.splits.iter().find(|s| s.k == 1).unwrap();
     assert!(whole.estimate.is_none());
     assert_eq!(whole.missing_environments, vec!["kernel", "scaling"]);
@@ -214,16 +217,30 @@ fn best_of_k_matches_hand_derived_expectations() {
 #[test]
 fn agents_are_compared_with_humans_by_a_ratio_with_an_interval() {
     let report = baseline();
-    let at_2h = report
-        .comparison
-        .iter()
-        .find(|c| c.budget_s == 2.0 * H)
-        .unwrap();
-    assert_eq!(at_2h.environments, vec!["kernel", "scaling"]);
-    let ratio = at_2h.ratio.unwrap();
-    assert!(close(ratio.value, 0.6 / 0.625), "{}", ratio.value);
+    let at = |budget_s: f64| {
+        report
+            .comparison
+            .iter()
+            .find(|c| c.budget_s == budget_s)
+            .unwrap()
+    };
+    // The fixtures' agents name no agent: they are compared as one group.
+    assert_eq!(at(8.0 * H).group, "agent");
+    assert_eq!(at(8.0 * H).environments, vec!["kernel", "scaling"]);
+    let ratio = at(8.0 * H).ratio.unwrap();
+    // Agents 1 x 8 h: .55; humans 1 x 8 h: (1.05 + .5) / 2.
+    assert!(close(ratio.value, 0.55 / 0.775), "{}", ratio.value);
     let (low, high) = (ratio.ci_low.unwrap(), ratio.ci_high.unwrap());
     assert!(low <= ratio.value && ratio.value <= high, "{low} {high}");
+    // At 2 h the agents have no supported split: no ratio, and no best agent.
+    assert!(at(2.0 * H).agent.is_none() && at(2.0 * H).ratio.is_none());
+    assert!(report.best_agent.iter().all(|b| b.budget_s != 2.0 * H));
+    let best = report
+        .best_agent
+        .iter()
+        .find(|b| b.budget_s == 8.0 * H)
+        .unwrap();
+    assert_eq!(best.group, "agent");
 }
 
 #[test]
@@ -342,11 +359,11 @@ fn csv_and_json_field_names_are_stable() {
     let mut lines = csv.lines();
     assert_eq!(
         lines.next().unwrap(),
-        "section,kind,environment,metric,time_s,k,run_length_s,runs,value,ci_low,ci_high"
+        "section,kind,group,environment,metric,time_s,k,run_length_s,runs,value,ci_low,ci_high"
     );
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
-    assert!(rows.iter().all(|r| r.len() == 11));
-    let has = |section: &str, metric: &str| rows.iter().any(|r| r[0] == section && r[3] == metric);
+    assert!(rows.iter().all(|r| r.len() == 12));
+    let has = |section: &str, metric: &str| rows.iter().any(|r| r[0] == section && r[4] == metric);
     for metric in [
         "participants",
         "runs_without_valid_score",
@@ -375,10 +392,11 @@ fn csv_and_json_field_names_are_stable() {
     }
     let human_kernel_mean = rows
         .iter()
-        .find(|r| r[0] == "summary" && r[1] == "human" && r[2] == "kernel" && r[3] == "mean")
+        .find(|r| r[0] == "summary" && r[1] == "human" && r[3] == "kernel" && r[4] == "mean")
         .unwrap();
-    assert_eq!(human_kernel_mean[7], "2");
-    assert!(close(human_kernel_mean[8].parse().unwrap(), 1.05));
+    assert_eq!(human_kernel_mean[2], "human");
+    assert_eq!(human_kernel_mean[8], "2");
+    assert!(close(human_kernel_mean[9].parse().unwrap(), 1.05));
 
     let json: serde_json::Value = serde_json::from_str(&render(&report, Format::Json)).unwrap();
     let keys = |v: &serde_json::Value| -> Vec<String> {
@@ -389,11 +407,13 @@ fn csv_and_json_field_names_are_stable() {
     assert_eq!(
         keys(&json),
         [
+            "best_agent",
             "best_of_k",
             "budgets_s",
             "comparison",
             "confidence",
             "cost",
+            "estimator",
             "human_rate_usd_per_hour",
             "message",
             "notes",
@@ -406,13 +426,15 @@ fn csv_and_json_field_names_are_stable() {
             "timeline"
         ]
     );
-    assert_eq!(json["schema"], "rebench-report/1");
+    assert_eq!(json["schema"], "rebench-report/2");
+    assert_eq!(json["estimator"], "with_replacement");
     assert_eq!(
         keys(&json["summary"][0]),
         [
             "active_hours",
             "best",
             "environment",
+            "group",
             "kind",
             "mean",
             "median",
@@ -434,6 +456,7 @@ fn csv_and_json_field_names_are_stable() {
         [
             "environment",
             "environments",
+            "group",
             "kind",
             "mean",
             "runs",
@@ -446,6 +469,7 @@ fn csv_and_json_field_names_are_stable() {
             "best",
             "budget_s",
             "environments",
+            "group",
             "kind",
             "random_run_environments",
             "splits"
@@ -463,16 +487,31 @@ fn csv_and_json_field_names_are_stable() {
     );
     assert_eq!(
         keys(&json["comparison"][0]),
-        ["agent", "budget_s", "environments", "human", "ratio"]
+        [
+            "agent",
+            "budget_s",
+            "environments",
+            "group",
+            "human",
+            "ratio"
+        ]
     );
     assert_eq!(
-        keys(&json["comparison"][0]["ratio"]),
+        keys(
+            &json["comparison"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| !c["ratio"].is_null())
+                .unwrap()["ratio"]
+        ),
         ["ci_high", "ci_low", "value"]
     );
     assert_eq!(
         keys(&json["cost"][0]),
         [
             "environment",
+            "group",
             "kind",
             "per_run_usd",
             "per_score_point_usd",

@@ -21,6 +21,27 @@ pub struct ReportOptions {
     /// The standard length of a human run: larger human budgets are
     /// best-of-k over runs of this length.
     pub human_run_length_s: f64,
+    pub estimator: Estimator,
+}
+
+/// How best-of-k is estimated from n runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Estimator {
+    /// RE-Bench's: the expected best of k runs drawn with replacement
+    /// (biased low for small n: a run can be drawn twice).
+    #[default]
+    WithReplacement,
+    /// The mean best over every k-subset of the n runs (needs n >= k).
+    Unbiased,
+}
+
+impl Estimator {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Estimator::WithReplacement => "with_replacement",
+            Estimator::Unbiased => "unbiased",
+        }
+    }
 }
 
 /// "Matched the reference" allows for rounding in the normalization.
@@ -45,32 +66,46 @@ pub fn build_report(runs: &[Run], options: &ReportOptions) -> Report {
         timeline: Vec::new(),
         best_of_k: Vec::new(),
         comparison: Vec::new(),
+        best_agent: Vec::new(),
         cost: Vec::new(),
+        estimator: options.estimator.as_str(),
     };
-    let kinds: Vec<KindAnalysis> = Kind::BOTH
+    // Humans first, then each agent by name (Kind orders humans first).
+    let mut by_group: BTreeMap<(Kind, &str), Vec<&Run>> = BTreeMap::new();
+    for run in runs {
+        by_group
+            .entry((run.kind, run.group()))
+            .or_default()
+            .push(run);
+    }
+    let groups: Vec<GroupAnalysis> = by_group
         .into_iter()
-        .filter_map(|kind| {
-            let of_kind: Vec<&Run> = runs.iter().filter(|r| r.kind == kind).collect();
-            (!of_kind.is_empty())
-                .then(|| KindAnalysis::new(kind, of_kind, &report.time_points_s, options))
+        .map(|((kind, group), of_group)| {
+            GroupAnalysis::new(kind, group, of_group, &report.time_points_s, options)
         })
         .collect();
-    for kind in &kinds {
-        kind.summary_rows(&mut report.summary);
-        kind.timeline_rows(&report.time_points_s, &mut report.timeline);
+    for group in &groups {
+        group.summary_rows(&mut report.summary);
+        group.timeline_rows(&report.time_points_s, &mut report.timeline);
         for budget_s in &options.budgets_s {
-            report.best_of_k.push(kind.best_of_k_row(*budget_s));
+            report.best_of_k.push(group.best_of_k_row(*budget_s));
         }
-        kind.cost_rows(options.human_rate_usd_per_hour, &mut report.cost);
+        group.cost_rows(options.human_rate_usd_per_hour, &mut report.cost);
     }
-    if let [humans, agents] = kinds.as_slice() {
+    if let Some(humans) = groups.iter().find(|g| g.kind == Kind::Human) {
         for budget_s in &options.budgets_s {
-            report
-                .comparison
-                .push(comparison_row(humans, agents, *budget_s));
+            let rows: Vec<ComparisonRow> = groups
+                .iter()
+                .filter(|g| g.kind == Kind::Agent)
+                .map(|agents| comparison_row(humans, agents, *budget_s))
+                .collect();
+            if let Some(best) = best_agent(&rows) {
+                report.best_agent.push(best);
+            }
+            report.comparison.extend(rows);
         }
     }
-    report.notes = notes(runs, &kinds);
+    report.notes = notes(runs, &groups);
     if !runs.is_empty() && report.cost.iter().all(|c| c.total_usd.is_none()) {
         report.notes.push(
             "no cost shown: agents reported no usage events and --human-rate is 0".to_string(),
@@ -79,7 +114,7 @@ pub fn build_report(runs: &[Run], options: &ReportOptions) -> Report {
     report
 }
 
-fn notes(runs: &[Run], kinds: &[KindAnalysis]) -> Vec<String> {
+fn notes(runs: &[Run], kinds: &[GroupAnalysis]) -> Vec<String> {
     let mut notes = Vec::new();
     let without = runs.iter().filter(|r| r.final_score.is_none()).count();
     if without == runs.len() && !runs.is_empty() {
@@ -143,13 +178,18 @@ struct EnvPart<'a> {
     runs: Vec<&'a Run>,
     /// `(column, statistic)` of the mean at each time point (None: no run covers it).
     timeline_slots: Vec<Option<(usize, usize)>>,
-    /// Per split run length (see `KindAnalysis::lengths`): the column, and the
-    /// statistic of each of that length's k's.
-    length_slots: Vec<Option<(usize, Vec<usize>)>>,
+    /// Per split run length (see `GroupAnalysis::lengths`): for each of
+    /// that length's k's, its `(column, statistic)` (None: too few runs).
+    length_slots: Vec<Option<Vec<Option<Slot>>>>,
 }
 
-struct KindAnalysis<'a> {
+/// Where a statistic lands: `(column, statistic)`.
+type Slot = (usize, usize);
+
+/// The runs of one group: the humans, or one agent.
+struct GroupAnalysis<'a> {
     kind: Kind,
+    group: String,
     human_run_length_s: f64,
     envs: Vec<EnvPart<'a>>,
     /// Distinct split run lengths and the k's used with each.
@@ -157,8 +197,14 @@ struct KindAnalysis<'a> {
     outcome: BootstrapOutcome,
 }
 
-impl<'a> KindAnalysis<'a> {
-    fn new(kind: Kind, runs: Vec<&'a Run>, time_points_s: &[f64], options: &ReportOptions) -> Self {
+impl<'a> GroupAnalysis<'a> {
+    fn new(
+        kind: Kind,
+        group: &str,
+        runs: Vec<&'a Run>,
+        time_points_s: &[f64],
+        options: &ReportOptions,
+    ) -> Self {
         let mut by_env: BTreeMap<&str, Vec<&'a Run>> = BTreeMap::new();
         for run in runs.iter().copied() {
             by_env
@@ -170,8 +216,14 @@ impl<'a> KindAnalysis<'a> {
         let mut envs = Vec::new();
         let mut strata = Vec::new();
         for (environment, env_runs) in by_env {
-            let (part, columns) = lay_out_columns(environment, env_runs, time_points_s, &lengths);
-            let label = format!("{}/{}", kind.as_str(), environment);
+            let layout = Layout {
+                time_points_s,
+                lengths: &lengths,
+                exact_lengths: kind == Kind::Agent,
+                estimator: options.estimator,
+            };
+            let (part, columns) = lay_out_columns(environment, env_runs, &layout);
+            let label = format!("{group}/{environment}");
             strata.push(Stratum {
                 columns,
                 rng: labelled_rng(options.seed, &label),
@@ -179,8 +231,9 @@ impl<'a> KindAnalysis<'a> {
             envs.push(part);
         }
         let outcome = run_bootstrap(strata, options.resamples, Some(FINAL_COLUMN));
-        KindAnalysis {
+        GroupAnalysis {
             kind,
+            group: group.to_string(),
             human_run_length_s: options.human_run_length_s,
             envs,
             lengths,
@@ -198,6 +251,7 @@ impl<'a> KindAnalysis<'a> {
             let median = estimate(self.sampled(index, FINAL_COLUMN, 1));
             out.push(summary_row(
                 self.kind,
+                &self.group,
                 &env.environment,
                 &env.runs,
                 mean,
@@ -208,6 +262,7 @@ impl<'a> KindAnalysis<'a> {
             let all: Vec<&Run> = self.envs.iter().flat_map(|e| e.runs.clone()).collect();
             out.push(summary_row(
                 self.kind,
+                &self.group,
                 OVERALL,
                 &all,
                 estimate(mean),
@@ -230,6 +285,7 @@ impl<'a> KindAnalysis<'a> {
                 parts.push(sampled);
                 out.push(TimelineRow {
                     kind: self.kind,
+                    group: self.group.clone(),
                     environment: env.environment.clone(),
                     time_s: *time_s,
                     runs: covering,
@@ -240,6 +296,7 @@ impl<'a> KindAnalysis<'a> {
             if let Some(average) = average_of(&parts) {
                 out.push(TimelineRow {
                     kind: self.kind,
+                    group: self.group.clone(),
                     environment: OVERALL.to_string(),
                     time_s: *time_s,
                     runs,
@@ -262,9 +319,9 @@ impl<'a> KindAnalysis<'a> {
         for &index in envs {
             let env = &self.envs[index];
             let slot = length.and_then(|l| {
-                let (column, statistics) = env.length_slots[l].as_ref()?;
+                let slots = env.length_slots[l].as_ref()?;
                 let k_index = self.lengths[l].1.iter().position(|k| *k == split.k)?;
-                Some((*column, *statistics.get(k_index)?))
+                *slots.get(k_index)?
             });
             match slot {
                 Some((column, statistic)) => {
@@ -272,7 +329,7 @@ impl<'a> KindAnalysis<'a> {
                     runs += env
                         .runs
                         .iter()
-                        .filter(|r| r.covers(split.run_length_s))
+                        .filter(|r| eligible(r, split.run_length_s, self.kind == Kind::Agent))
                         .count();
                 }
                 None => missing.push(env.environment.clone()),
@@ -334,6 +391,7 @@ impl<'a> KindAnalysis<'a> {
         let (best, splits) = self.best_split(budget_s, &envs);
         BestOfKRow {
             kind: self.kind,
+            group: self.group.clone(),
             budget_s,
             environments: self.envs.iter().map(|e| e.environment.clone()).collect(),
             random_run_environments: self
@@ -353,10 +411,16 @@ impl<'a> KindAnalysis<'a> {
 
     fn cost_rows(&self, human_rate: f64, out: &mut Vec<CostRow>) {
         for env in &self.envs {
-            out.push(cost_row(self.kind, &env.environment, &env.runs, human_rate));
+            out.push(cost_row(
+                self.kind,
+                &self.group,
+                &env.environment,
+                &env.runs,
+                human_rate,
+            ));
         }
         let all: Vec<&Run> = self.envs.iter().flat_map(|e| e.runs.clone()).collect();
-        out.push(cost_row(self.kind, OVERALL, &all, human_rate));
+        out.push(cost_row(self.kind, &self.group, OVERALL, &all, human_rate));
     }
 }
 
@@ -398,7 +462,7 @@ impl ColumnSet {
     ) -> (usize, usize) {
         // The best of one run is a random run: the mean.
         let statistic = match statistic {
-            Statistic::BestOfK(1) => Statistic::Mean,
+            Statistic::BestOfK(1) | Statistic::BestOfKUnbiased(1) => Statistic::Mean,
             other => other,
         };
         let existing = self
@@ -425,11 +489,30 @@ impl ColumnSet {
     }
 }
 
+/// What shapes a stratum's columns besides its runs.
+struct Layout<'t> {
+    time_points_s: &'t [f64],
+    lengths: &'t [(f64, Vec<u32>)],
+    /// Agents: a split of run length L uses runs whose budget was L (an
+    /// agent told it has 8 h works differently from one told 30 min).
+    /// Humans: runs of budget >= L, seen at L (RE-Bench's rule).
+    exact_lengths: bool,
+    estimator: Estimator,
+}
+
+/// Whether a run counts for a split of run length `length_s`.
+fn eligible(run: &Run, length_s: f64, exact: bool) -> bool {
+    if exact {
+        (run.budget_s - length_s).abs() < 0.5 && (run.ended || run.active_s + 1e-6 >= length_s)
+    } else {
+        run.covers(length_s)
+    }
+}
+
 fn lay_out_columns<'a>(
     environment: &str,
     runs: Vec<&'a Run>,
-    time_points_s: &[f64],
-    lengths: &[(f64, Vec<u32>)],
+    layout: &Layout,
 ) -> (EnvPart<'a>, Vec<Column>) {
     let hidden = runs.iter().any(|r| !r.visible);
     let timelines: Vec<ScoreTimeline> = runs
@@ -442,39 +525,44 @@ fn lay_out_columns<'a>(
     // FINAL_COLUMN: mean, then median.
     set.add(all.clone(), finals.clone(), Statistic::Mean);
     set.add(all, finals, Statistic::Median);
-    // The score at active time t of every run covering t.
-    let at_time = |t: f64| -> Option<(Vec<usize>, Vec<f64>)> {
-        let members: Vec<usize> = (0..runs.len()).filter(|i| runs[*i].covers(t)).collect();
+    // The score at active time t of every run `counts` says is in.
+    let at_time = |t: f64, counts: &dyn Fn(&Run) -> bool| -> Option<(Vec<usize>, Vec<f64>)> {
+        let members: Vec<usize> = (0..runs.len()).filter(|i| counts(runs[*i])).collect();
         let values = members.iter().map(|i| timelines[*i].value_at(t)).collect();
         (!members.is_empty()).then_some((members, values))
     };
-    let timeline_slots = time_points_s
+    let timeline_slots = layout
+        .time_points_s
         .iter()
         .map(|t| {
-            let (members, values) = at_time(*t)?;
+            let (members, values) = at_time(*t, &|r| r.covers(*t))?;
             Some(set.add(members, values, Statistic::Mean))
         })
         .collect();
-    let length_slots = lengths
+    let length_slots = layout
+        .lengths
         .iter()
         .map(|(length, ks)| {
-            let (members, values) = at_time(*length)?;
-            let mut column = 0;
-            let statistics = ks
+            let (members, values) =
+                at_time(*length, &|r| eligible(r, *length, layout.exact_lengths))?;
+            let slots = ks
                 .iter()
                 .map(|k| {
                     // Hidden scores: nobody can pick the best of k, so a random run.
-                    let statistic = if hidden {
-                        Statistic::Mean
-                    } else {
-                        Statistic::BestOfK(*k)
+                    let statistic = match (hidden, layout.estimator) {
+                        (true, _) => Statistic::Mean,
+                        (false, Estimator::WithReplacement) => Statistic::BestOfK(*k),
+                        (false, Estimator::Unbiased) => {
+                            if members.len() < *k as usize {
+                                return None;
+                            }
+                            Statistic::BestOfKUnbiased(*k)
+                        }
                     };
-                    let (c, s) = set.add(members.clone(), values.clone(), statistic);
-                    column = c;
-                    s
+                    Some(set.add(members.clone(), values.clone(), statistic))
                 })
                 .collect();
-            Some((column, statistics))
+            Some(slots)
         })
         .collect();
     let part = EnvPart {
@@ -504,6 +592,7 @@ fn average_of(parts: &[&Sampled]) -> Option<Sampled> {
 
 fn summary_row(
     kind: Kind,
+    group: &str,
     environment: &str,
     runs: &[&Run],
     mean: Estimate,
@@ -518,6 +607,7 @@ fn summary_row(
     let active_hours = runs.iter().map(|r| r.active_s).sum::<f64>() / 3600.0;
     SummaryRow {
         kind,
+        group: group.to_string(),
         environment: environment.to_string(),
         runs: count,
         participants: participants.len(),
@@ -533,7 +623,7 @@ fn summary_row(
     }
 }
 
-fn cost_row(kind: Kind, environment: &str, runs: &[&Run], human_rate: f64) -> CostRow {
+fn cost_row(kind: Kind, group: &str, environment: &str, runs: &[&Run], human_rate: f64) -> CostRow {
     let usage_events: usize = runs.iter().map(|r| r.usage.events).sum();
     let active_hours = runs.iter().map(|r| r.active_s).sum::<f64>() / 3600.0;
     let (source, total_usd) = match kind {
@@ -549,6 +639,7 @@ fn cost_row(kind: Kind, environment: &str, runs: &[&Run], human_rate: f64) -> Co
     let score_points: f64 = runs.iter().map(|r| r.final_or_zero()).sum();
     CostRow {
         kind,
+        group: group.to_string(),
         environment: environment.to_string(),
         runs: runs.len(),
         source,
@@ -564,14 +655,14 @@ fn cost_row(kind: Kind, environment: &str, runs: &[&Run], human_rate: f64) -> Co
     }
 }
 
-fn comparison_row(humans: &KindAnalysis, agents: &KindAnalysis, budget_s: f64) -> ComparisonRow {
+fn comparison_row(humans: &GroupAnalysis, agents: &GroupAnalysis, budget_s: f64) -> ComparisonRow {
     let common: Vec<String> = humans
         .envs
         .iter()
         .map(|e| e.environment.clone())
         .filter(|e| agents.env_index(e).is_some())
         .collect();
-    let indices = |kind: &KindAnalysis| -> Vec<usize> {
+    let indices = |kind: &GroupAnalysis| -> Vec<usize> {
         common.iter().filter_map(|e| kind.env_index(e)).collect()
     };
     let (human, _) = if common.is_empty() {
@@ -590,11 +681,34 @@ fn comparison_row(humans: &KindAnalysis, agents: &KindAnalysis, budget_s: f64) -
     };
     ComparisonRow {
         budget_s,
+        group: agents.group.clone(),
         environments: common,
         human: human.map(|(row, _)| row),
         agent: agent.map(|(row, _)| row),
         ratio,
     }
+}
+
+/// The comparison row whose agent scores highest at its budget (ties: the
+/// first by name).
+fn best_agent(rows: &[ComparisonRow]) -> Option<BestAgentRow> {
+    let mut best: Option<(&ComparisonRow, &SplitEstimate, f64)> = None;
+    for row in rows {
+        let Some(agent) = &row.agent else { continue };
+        let Some(value) = agent.estimate.map(|e| e.value) else {
+            continue;
+        };
+        if best.is_none_or(|(_, _, b)| value > b) {
+            best = Some((row, agent, value));
+        }
+    }
+    best.map(|(row, agent, _)| BestAgentRow {
+        budget_s: row.budget_s,
+        group: row.group.clone(),
+        environments: row.environments.clone(),
+        agent: agent.clone(),
+        ratio: row.ratio,
+    })
 }
 
 /// agent / human with a percentile interval over paired resamples (the two
@@ -657,6 +771,7 @@ mod tests {
             environment: environment.into(),
             participant: "p".into(),
             kind,
+            agent: None,
             started_at: chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap_or_default(),
             ended: true,
             budget_s,
@@ -679,6 +794,7 @@ mod tests {
             budgets_s,
             human_rate_usd_per_hour: 0.0,
             human_run_length_s: crate::report::best_of_k::HUMAN_RUN_CAP_S,
+            estimator: Estimator::WithReplacement,
         }
     }
 
@@ -738,5 +854,89 @@ mod tests {
         let best = row.best.as_ref().unwrap();
         // Best of 4 would be 1 - (1/2)^4; a random run is the mean.
         assert_eq!((best.k, best.estimate.unwrap().value), (4, 0.5));
+    }
+
+    fn agent_run(name: &str, budget_s: f64, score: f64) -> Run {
+        let mut r = run("e", Kind::Agent, budget_s, &[(0.0, 0.0), (60.0, score)]);
+        r.agent = Some(name.into());
+        r
+    }
+
+    #[test]
+    fn each_named_agent_is_its_own_group_and_the_best_one_is_named() {
+        let mut runs = vec![run("e", Kind::Human, 2.0 * H, &[(0.0, 0.0), (60.0, 0.5)])];
+        runs.extend((0..3).map(|_| agent_run("strong", 2.0 * H, 0.8)));
+        runs.extend((0..3).map(|_| agent_run("weak", 2.0 * H, 0.2)));
+        let report = build_report(&runs, &options(vec![2.0 * H]));
+        let groups: Vec<&str> = report
+            .summary
+            .iter()
+            .filter(|r| r.environment == "e")
+            .map(|r| r.group.as_str())
+            .collect();
+        assert_eq!(groups, ["human", "strong", "weak"]);
+        assert_eq!(report.comparison.len(), 2);
+        let ratio = |group: &str| {
+            report
+                .comparison
+                .iter()
+                .find(|c| c.group == group)
+                .and_then(|c| c.ratio)
+                .unwrap()
+                .value
+        };
+        assert!((ratio("strong") - 1.6).abs() < 1e-12);
+        assert!((ratio("weak") - 0.4).abs() < 1e-12);
+        assert_eq!(report.best_agent.len(), 1);
+        assert_eq!(report.best_agent[0].group, "strong");
+    }
+
+    #[test]
+    fn agents_are_compared_at_the_length_they_were_given() {
+        // An 8-hour agent run is not a 2-hour one: at 2 h only the 2-hour runs count.
+        let runs = vec![agent_run("a", 2.0 * H, 0.2), agent_run("a", 8.0 * H, 0.9)];
+        let report = build_report(&runs, &options(vec![2.0 * H]));
+        let best = report.best_of_k[0].best.as_ref().unwrap();
+        assert_eq!((best.k, best.runs), (1, 1));
+        assert!((best.estimate.unwrap().value - 0.2).abs() < 1e-12);
+        // Humans keep RE-Bench's rule: an 8-hour run is seen at 2 h.
+        let humans = vec![
+            run("e", Kind::Human, 2.0 * H, &[(0.0, 0.0), (60.0, 0.2)]),
+            run("e", Kind::Human, 8.0 * H, &[(0.0, 0.0), (60.0, 0.9)]),
+        ];
+        let report = build_report(&humans, &options(vec![2.0 * H]));
+        assert_eq!(report.best_of_k[0].best.as_ref().unwrap().runs, 2);
+    }
+
+    #[test]
+    fn the_unbiased_estimator_draws_without_replacement_and_needs_k_runs() {
+        let runs = vec![agent_run("a", 2.0 * H, 0.0), agent_run("a", 2.0 * H, 1.0)];
+        let mut opts = options(vec![4.0 * H, 6.0 * H]);
+        let with = build_report(&runs, &opts);
+        // Best of 2 with replacement from {0, 1}: 1 - (1/2)^2.
+        let at = |r: &Report, budget_s: f64| {
+            r.best_of_k
+                .iter()
+                .find(|b| b.budget_s == budget_s)
+                .unwrap()
+                .best
+                .clone()
+        };
+        assert!((at(&with, 4.0 * H).unwrap().estimate.unwrap().value - 0.75).abs() < 1e-12);
+        opts.estimator = Estimator::Unbiased;
+        let without = build_report(&runs, &opts);
+        assert_eq!(without.estimator, "unbiased");
+        // The only 2-subset holds both runs: its best is 1.
+        let two = at(&without, 4.0 * H).unwrap();
+        assert_eq!(two.k, 2);
+        assert!((two.estimate.unwrap().value - 1.0).abs() < 1e-12);
+        // Three runs of 2 h from two: not supported without replacement.
+        let row = without
+            .best_of_k
+            .iter()
+            .find(|b| b.budget_s == 6.0 * H)
+            .unwrap();
+        let three = row.splits.iter().find(|s| s.k == 3).unwrap();
+        assert!(three.estimate.is_none());
     }
 }

@@ -19,6 +19,9 @@ pub enum Statistic {
     Median,
     /// Expected best of k runs drawn with replacement.
     BestOfK(u32),
+    /// Mean best over every k-subset of the runs (drawn without
+    /// replacement): unbiased for the best of k fresh runs; needs k runs.
+    BestOfKUnbiased(u32),
 }
 
 /// One quantity over the runs of a stratum eligible for it.
@@ -95,6 +98,7 @@ fn prepare(stratum: Stratum) -> PreparedStratum {
                 .iter()
                 .map(|statistic| match statistic {
                     Statistic::BestOfK(k) => power_table(size, *k),
+                    Statistic::BestOfKUnbiased(k) => subset_table(size, *k),
                     _ => Vec::new(),
                 })
                 .collect();
@@ -122,6 +126,20 @@ fn power_table(size: usize, k: u32) -> Vec<f64> {
     let exponent = i32::try_from(k).unwrap_or(i32::MAX);
     (0..=size)
         .map(|c| (c as f64 / size as f64).powi(exponent))
+        .collect()
+}
+
+/// For `BestOfKUnbiased(k)`: the chance that a k-subset of `size` runs
+/// lies within the lowest c, C(c, k) / C(size, k), for c = 0..=size.
+fn subset_table(size: usize, k: u32) -> Vec<f64> {
+    let k = k as usize;
+    (0..=size)
+        .map(|c| {
+            if c < k || size < k {
+                return 0.0;
+            }
+            (0..k).map(|i| (c - i) as f64 / (size - i) as f64).product()
+        })
         .collect()
 }
 
@@ -159,7 +177,7 @@ fn evaluate_column(
                 };
                 (at_rank(total.saturating_sub(1) / 2) + at_rank(total / 2)) / 2.0
             }
-            Statistic::BestOfK(_) => {
+            Statistic::BestOfK(_) | Statistic::BestOfKUnbiased(_) => {
                 let below_best: f64 = column
                     .gaps
                     .iter()

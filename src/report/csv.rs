@@ -5,9 +5,10 @@ use super::model::*;
 use super::stats::Estimate;
 
 /// The CSV header; stable (docs/report.md).
-pub const CSV_HEADER: [&str; 11] = [
+pub const CSV_HEADER: [&str; 12] = [
     "section",
     "kind",
+    "group",
     "environment",
     "metric",
     "time_s",
@@ -24,6 +25,7 @@ pub const CSV_HEADER: [&str; 11] = [
 struct Line {
     section: &'static str,
     kind: String,
+    group: String,
     environment: String,
     metric: &'static str,
     time_s: Option<f64>,
@@ -51,6 +53,7 @@ impl Line {
         vec![
             self.section.to_string(),
             self.kind.clone(),
+            self.group.clone(),
             self.environment.clone(),
             self.metric.to_string(),
             number(self.time_s),
@@ -94,6 +97,7 @@ fn summary_lines(report: &Report, out: &mut Vec<Line>) {
         let base = || Line {
             section: "summary",
             kind: row.kind.as_str().into(),
+            group: row.group.clone(),
             environment: row.environment.clone(),
             runs: Some(row.runs),
             ..Line::default()
@@ -137,6 +141,7 @@ fn timeline_lines(report: &Report, out: &mut Vec<Line>) {
             Line {
                 section: "timeline",
                 kind: row.kind.as_str().into(),
+                group: row.group.clone(),
                 environment: row.environment.clone(),
                 metric: "score_at_time",
                 time_s: Some(row.time_s),
@@ -150,7 +155,7 @@ fn timeline_lines(report: &Report, out: &mut Vec<Line>) {
 
 fn split_line(
     section: &'static str,
-    kind: &str,
+    (kind, group): (&str, &str),
     metric: &'static str,
     budget_s: f64,
     split: &SplitEstimate,
@@ -160,6 +165,7 @@ fn split_line(
         Line {
             section,
             kind: kind.into(),
+            group: group.into(),
             environment: OVERALL.into(),
             metric,
             time_s: Some(budget_s),
@@ -174,7 +180,7 @@ fn split_line(
 
 fn best_of_k_lines(report: &Report, out: &mut Vec<Line>) {
     for row in &report.best_of_k {
-        let kind = row.kind.as_str();
+        let kind = (row.kind.as_str(), row.group.as_str());
         if let Some(line) = row
             .best
             .as_ref()
@@ -192,7 +198,11 @@ fn best_of_k_lines(report: &Report, out: &mut Vec<Line>) {
 
 fn comparison_lines(report: &Report, out: &mut Vec<Line>) {
     for row in &report.comparison {
-        for (kind, side) in [("human", &row.human), ("agent", &row.agent)] {
+        let sides = [
+            (("human", "human"), &row.human),
+            (("agent", row.group.as_str()), &row.agent),
+        ];
+        for (kind, side) in sides {
             if let Some(line) = side
                 .as_ref()
                 .and_then(|s| split_line("comparison", kind, "score_at_budget", row.budget_s, s))
@@ -204,6 +214,7 @@ fn comparison_lines(report: &Report, out: &mut Vec<Line>) {
             out.push(Line {
                 section: "comparison",
                 kind: "agent/human".into(),
+                group: row.group.clone(),
                 environment: OVERALL.into(),
                 metric: "ratio",
                 time_s: Some(row.budget_s),
@@ -221,6 +232,7 @@ fn cost_lines(report: &Report, out: &mut Vec<Line>) {
         let line = |metric, value: Option<f64>| Line {
             section: "cost",
             kind: row.kind.as_str().into(),
+            group: row.group.clone(),
             environment: row.environment.clone(),
             metric,
             runs: Some(row.runs),

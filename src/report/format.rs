@@ -79,7 +79,8 @@ fn render_text(report: &Report, markdown: bool) -> String {
     out.push_str(&format!(
         "{bullet}final score: best valid entry (last for `last`-aggregated environments); runs without one count 0\n\
          {bullet}score@t: mean over runs of budget >= t of the best score by active time t; overall = mean over environments\n\
-         {bullet}score@budget: best split of the budget into k runs (k x run length), expected best of k, averaged over environments\n"
+         {bullet}score@budget: best split of the budget into k runs (k x run length), expected best of k, averaged over environments; \
+         agents use runs whose time limit was that run length, humans runs at least that long seen at it\n"
     ));
     out
 }
@@ -90,13 +91,14 @@ fn sections(report: &Report) -> Vec<Section> {
         timeline_section(report),
         best_of_k_section(report),
         comparison_section(report),
+        best_agent_section(report),
         cost_section(report),
     ]
 }
 
 fn summary_section(report: &Report) -> Section {
     let headers = [
-        "kind",
+        "group",
         "environment",
         "runs",
         "people",
@@ -113,7 +115,7 @@ fn summary_section(report: &Report) -> Section {
         .iter()
         .map(|r| {
             vec![
-                r.kind.as_str().to_string(),
+                r.group.clone(),
                 r.environment.clone(),
                 r.runs.to_string(),
                 r.participants.to_string(),
@@ -134,14 +136,15 @@ fn summary_section(report: &Report) -> Section {
     }
 }
 
-/// One row per kind and environment, one column per time point.
+/// One row per group and environment, one column per time point.
 fn timeline_section(report: &Report) -> Section {
-    let mut headers = vec!["kind".to_string(), "environment".to_string()];
+    let mut headers = vec!["group".to_string(), "environment".to_string()];
     headers.extend(report.time_points_s.iter().map(|t| duration(*t)));
-    let mut keys: Vec<(crate::session::Kind, bool, &str)> = Vec::new();
+    let mut keys: Vec<(crate::session::Kind, &str, bool, &str)> = Vec::new();
     for row in &report.timeline {
         let key = (
             row.kind,
+            row.group.as_str(),
             row.environment == OVERALL,
             row.environment.as_str(),
         );
@@ -149,17 +152,17 @@ fn timeline_section(report: &Report) -> Section {
             keys.push(key);
         }
     }
-    // Environments first, the overall row last, per kind.
+    // Environments first, the overall row last, per group.
     keys.sort();
     let rows = keys
         .into_iter()
-        .map(|(kind, _, environment)| {
-            let mut cells = vec![kind.as_str().to_string(), environment.to_string()];
+        .map(|(_, group, _, environment)| {
+            let mut cells = vec![group.to_string(), environment.to_string()];
             cells.extend(report.time_points_s.iter().map(|t| {
                 report
                     .timeline
                     .iter()
-                    .find(|r| r.kind == kind && r.environment == environment && r.time_s == *t)
+                    .find(|r| r.group == group && r.environment == environment && r.time_s == *t)
                     // Each point says how many runs it stands on: a curve
                     // whose set of runs shrinks shows it.
                     .map_or_else(
@@ -183,7 +186,7 @@ fn split_label(split: &SplitEstimate) -> String {
 
 fn best_of_k_section(report: &Report) -> Section {
     let headers = [
-        "kind",
+        "group",
         "budget",
         "best split",
         "score@budget [CI]",
@@ -200,8 +203,13 @@ fn best_of_k_section(report: &Report) -> Section {
                 .map(|s| match &s.estimate {
                     Some(e) => format!("{}: {}", split_label(s), score(e.value)),
                     None => format!(
-                        "{}: no run with a budget of {} or more in {}",
+                        "{}: too few runs {} {} in {}",
                         split_label(s),
+                        if row.kind == crate::session::Kind::Agent {
+                            "with a time limit of"
+                        } else {
+                            "with a budget of at least"
+                        },
                         duration(s.run_length_s),
                         s.missing_environments.join(", ")
                     ),
@@ -220,7 +228,7 @@ fn best_of_k_section(report: &Report) -> Section {
                 ),
             };
             vec![
-                row.kind.as_str().to_string(),
+                row.group.clone(),
                 duration(row.budget_s),
                 label,
                 value,
@@ -239,8 +247,9 @@ fn best_of_k_section(report: &Report) -> Section {
 fn comparison_section(report: &Report) -> Section {
     let headers = [
         "budget",
-        "human",
         "agent",
+        "human",
+        "agent score",
         "agent/human [CI]",
         "environments",
     ];
@@ -256,17 +265,10 @@ fn comparison_section(report: &Report) -> Section {
         .comparison
         .iter()
         .map(|row| {
-            let ratio = match &row.ratio {
-                Some(r) => format!(
-                    "{:.2}x [{}, {}]",
-                    r.value,
-                    optional(r.ci_low, |v| format!("{v:.2}")),
-                    optional(r.ci_high, |v| format!("{v:.2}"))
-                ),
-                None => "n/a".into(),
-            };
+            let ratio = ratio_text(&row.ratio);
             vec![
                 duration(row.budget_s),
+                row.group.clone(),
                 side(&row.human),
                 side(&row.agent),
                 ratio,
@@ -281,9 +283,54 @@ fn comparison_section(report: &Report) -> Section {
     }
 }
 
+fn ratio_text(ratio: &Option<super::model::RatioEstimate>) -> String {
+    match ratio {
+        Some(r) => format!(
+            "{:.2}x [{}, {}]",
+            r.value,
+            optional(r.ci_low, |v| format!("{v:.2}")),
+            optional(r.ci_high, |v| format!("{v:.2}"))
+        ),
+        None => "n/a".into(),
+    }
+}
+
+fn best_agent_section(report: &Report) -> Section {
+    let headers = [
+        "budget",
+        "best agent",
+        "score@budget [CI]",
+        "agent/human [CI]",
+    ];
+    let rows = report
+        .best_agent
+        .iter()
+        .map(|row| {
+            vec![
+                duration(row.budget_s),
+                row.group.clone(),
+                format!(
+                    "{} ({})",
+                    row.agent
+                        .estimate
+                        .as_ref()
+                        .map_or("-".into(), with_interval),
+                    split_label(&row.agent)
+                ),
+                ratio_text(&row.ratio),
+            ]
+        })
+        .collect();
+    Section {
+        title: "Best agent per budget (over the environments it shares with the humans)".into(),
+        headers: headers.iter().map(|h| h.to_string()).collect(),
+        rows,
+    }
+}
+
 fn cost_section(report: &Report) -> Section {
     let headers = [
-        "kind",
+        "group",
         "environment",
         "runs",
         "total",
@@ -295,7 +342,7 @@ fn cost_section(report: &Report) -> Section {
     let rows = known
         .map(|r| {
             vec![
-                r.kind.as_str().to_string(),
+                r.group.clone(),
                 r.environment.clone(),
                 r.runs.to_string(),
                 optional(r.total_usd, dollars),

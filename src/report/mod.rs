@@ -26,7 +26,7 @@ use crate::environment::duration::parse_duration;
 use crate::paths::DataPaths;
 
 pub use crate::session::Kind;
-pub use analysis::{ReportOptions, build_report};
+pub use analysis::{Estimator, ReportOptions, build_report};
 pub use format::{Format, render};
 pub use model::Report;
 pub use runs::{Run, RunFilter, SessionRecord, load_export_files, parse_export, record_alerts};
@@ -43,6 +43,10 @@ pub struct ReportArgs {
     /// Only humans or only agents (default: both, reported separately).
     #[arg(long, value_enum)]
     pub kind: Option<Kind>,
+    /// Only these agents, by name (repeatable, or comma-separated); the
+    /// humans stay, for the comparison.
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    pub agent: Vec<String>,
     /// Only these participants (repeatable).
     #[arg(long, value_name = "NAME")]
     pub participant: Vec<String>,
@@ -76,7 +80,8 @@ pub struct ReportArgs {
     #[arg(long, value_name = "FILE", num_args = 1..)]
     pub from: Vec<PathBuf>,
     /// Only runs that ended so (comma-separated): submitted,
-    /// budget_exhausted, abandoned, ended_by_proctor, running.
+    /// budget_exhausted, abandoned, ended_by_proctor, token_limit,
+    /// cost_limit, running.
     #[arg(long, value_name = "REASONS", value_delimiter = ',', value_parser = parse_end)]
     pub only: Vec<String>,
     /// Leave out runs a proctor ended (disqualified, say).
@@ -95,6 +100,10 @@ pub struct ReportArgs {
     /// best of k runs of exactly this length.
     #[arg(long, value_name = "DURATION", default_value = "8h", value_parser = parse_budget)]
     pub human_run_length: Duration,
+    /// How best-of-k is estimated: with-replacement (RE-Bench's; biased
+    /// low with few runs) or unbiased (mean over k-subsets; needs k runs).
+    #[arg(long, value_enum, default_value = "with-replacement")]
+    pub estimator: Estimator,
 }
 
 impl ReportArgs {
@@ -102,6 +111,7 @@ impl ReportArgs {
         RunFilter {
             environments: self.env.clone(),
             kind: self.kind,
+            agents: self.agent.clone(),
             participants: self.participant.clone(),
             since: self.since,
             end_reasons: self.only.clone(),
@@ -118,6 +128,7 @@ impl ReportArgs {
             budgets_s: self.budgets.iter().map(Duration::as_secs_f64).collect(),
             human_rate_usd_per_hour: self.human_rate,
             human_run_length_s: self.human_run_length.as_secs_f64(),
+            estimator: self.estimator,
         }
     }
 }
@@ -328,6 +339,8 @@ fn parse_end(text: &str) -> Result<String, String> {
         "budget_exhausted",
         "abandoned",
         "ended_by_proctor",
+        "token_limit",
+        "cost_limit",
         "running",
     ];
     let text = text.trim().replace('-', "_");

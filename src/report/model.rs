@@ -8,7 +8,7 @@ use super::stats::Estimate;
 use crate::session::Kind;
 
 /// Version tag of the JSON document; bumped when a field changes meaning or goes away.
-pub const SCHEMA: &str = "rebench-report/1";
+pub const SCHEMA: &str = "rebench-report/2";
 /// The `environment` of rows about all environments together.
 pub const OVERALL: &str = "overall";
 pub const NO_RUNS: &str = "no runs match";
@@ -22,6 +22,9 @@ pub struct Report {
     /// Total budgets for score@budget, seconds.
     pub budgets_s: Vec<f64>,
     pub human_rate_usd_per_hour: f64,
+    /// How best-of-k is estimated: `with_replacement` (RE-Bench's) or
+    /// `unbiased` (the mean over k-subsets without replacement).
+    pub estimator: &'static str,
     /// Active times score-over-time is evaluated at, seconds.
     pub time_points_s: Vec<f64>,
     /// Started sessions that matched the filters.
@@ -34,6 +37,8 @@ pub struct Report {
     pub timeline: Vec<TimelineRow>,
     pub best_of_k: Vec<BestOfKRow>,
     pub comparison: Vec<ComparisonRow>,
+    /// Per budget, the agent with the highest score@budget in the comparison.
+    pub best_agent: Vec<BestAgentRow>,
     pub cost: Vec<CostRow>,
 }
 
@@ -41,6 +46,8 @@ pub struct Report {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SummaryRow {
     pub kind: Kind,
+    /// `human`, an agent's name, or `agent` (agent runs that name none).
+    pub group: String,
     pub environment: String,
     pub runs: usize,
     pub participants: usize,
@@ -63,6 +70,8 @@ pub struct SummaryRow {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TimelineRow {
     pub kind: Kind,
+    /// `human`, an agent's name, or `agent` (agent runs that name none).
+    pub group: String,
     pub environment: String,
     pub time_s: f64,
     pub runs: usize,
@@ -88,6 +97,8 @@ pub struct SplitEstimate {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BestOfKRow {
     pub kind: Kind,
+    /// `human`, an agent's name, or `agent` (agent runs that name none).
+    pub group: String,
     pub budget_s: f64,
     pub environments: Vec<String>,
     /// Environments with hidden scores: a random run instead of the best of k.
@@ -97,14 +108,27 @@ pub struct BestOfKRow {
     pub splits: Vec<SplitEstimate>,
 }
 
-/// Agents against humans at one total budget, over the environments both have.
+/// One agent against the humans at one total budget, over the environments both have.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ComparisonRow {
     pub budget_s: f64,
+    /// The agent compared (its group).
+    pub group: String,
     pub environments: Vec<String>,
     pub human: Option<SplitEstimate>,
     pub agent: Option<SplitEstimate>,
     /// agent / human score@budget; null when either is missing or the human one is 0.
+    pub ratio: Option<RatioEstimate>,
+}
+
+/// The best agent at one total budget: the comparison row with the
+/// highest agent score@budget.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BestAgentRow {
+    pub budget_s: f64,
+    pub group: String,
+    pub environments: Vec<String>,
+    pub agent: SplitEstimate,
     pub ratio: Option<RatioEstimate>,
 }
 
@@ -121,6 +145,8 @@ pub struct RatioEstimate {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CostRow {
     pub kind: Kind,
+    /// `human`, an agent's name, or `agent` (agent runs that name none).
+    pub group: String,
     pub environment: String,
     pub runs: usize,
     /// "usage_events" (agents) or "hourly_rate" (humans).

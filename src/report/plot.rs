@@ -19,21 +19,58 @@ use crate::session::Kind;
 const WIDTH: u32 = 1200;
 const HEIGHT: u32 = 540;
 const HUMAN_COLOR: RGBColor = RGBColor(31, 119, 180);
-const AGENT_COLOR: RGBColor = RGBColor(230, 110, 20);
+/// Agents in turn; more agents than colours repeat them.
+const AGENT_COLORS: [RGBColor; 7] = [
+    RGBColor(230, 110, 20),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(188, 189, 34),
+];
 const FONT: &str = "sans-serif";
+/// Height of the legend strip above the panels (never over the data).
+const LEGEND_HEIGHT: u32 = 26;
 
-fn color(kind: Kind) -> RGBColor {
-    match kind {
-        Kind::Human => HUMAN_COLOR,
-        Kind::Agent => AGENT_COLOR,
+/// One plotted series: the humans, or one agent.
+struct Series {
+    kind: Kind,
+    group: String,
+    color: RGBColor,
+}
+
+impl Series {
+    fn label(&self) -> String {
+        match (self.kind, self.group.as_str()) {
+            (Kind::Human, _) => "humans".into(),
+            (Kind::Agent, "agent") => "agents (unnamed)".into(),
+            (Kind::Agent, name) => format!("agent {name}"),
+        }
     }
 }
 
-fn label(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Human => "humans",
-        Kind::Agent => "agents",
+/// The report's groups in its order (humans first), each with its colour.
+fn series(report: &Report) -> Vec<Series> {
+    let mut out: Vec<Series> = Vec::new();
+    for row in &report.summary {
+        if out
+            .iter()
+            .any(|s| s.group == row.group && s.kind == row.kind)
+        {
+            continue;
+        }
+        let agents = out.iter().filter(|s| s.kind == Kind::Agent).count();
+        out.push(Series {
+            kind: row.kind,
+            group: row.group.clone(),
+            color: match row.kind {
+                Kind::Human => HUMAN_COLOR,
+                Kind::Agent => AGENT_COLORS[agents % AGENT_COLORS.len()],
+            },
+        });
     }
+    out
 }
 
 pub fn write_svg(report: &Report, path: &Path) -> anyhow::Result<()> {
@@ -92,10 +129,30 @@ fn draw(report: &Report, root: &Area) -> DrawResult {
         return Ok(());
     }
     let body = root.margin(40, 44, 10, 10);
+    let (legend, body) = body.split_vertically(LEGEND_HEIGHT);
+    let series = series(report);
+    draw_legend(&series, &legend)?;
     let (left, right) = body.split_horizontally(WIDTH * 11 / 20);
     let top = y_top(report);
-    draw_timeline(report, &left, top)?;
-    draw_budget_bars(report, &right, top)?;
+    draw_timeline(report, &series, &left, top)?;
+    draw_budget_bars(report, &series, &right, top)?;
+    Ok(())
+}
+
+/// Swatches and names in a strip of their own, so no series hides under it.
+fn draw_legend(series: &[Series], area: &Area) -> DrawResult {
+    let style = TextStyle::from((FONT, 13).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+    let mut x = 60;
+    let y = LEGEND_HEIGHT as i32 / 2;
+    for s in series {
+        area.draw(&Rectangle::new(
+            [(x, y - 5), (x + 18, y + 5)],
+            s.color.filled(),
+        ))?;
+        let label = s.label();
+        area.draw(&Text::new(label.clone(), (x + 24, y), style.clone()))?;
+        x += 24 + 8 * label.chars().count() as i32 + 24;
+    }
     Ok(())
 }
 
@@ -110,7 +167,7 @@ fn y_top(report: &Report) -> f64 {
     (highest * 1.1).max(1.1)
 }
 
-fn draw_timeline(report: &Report, area: &Area, top: f64) -> DrawResult {
+fn draw_timeline(report: &Report, series: &[Series], area: &Area, top: f64) -> DrawResult {
     // x = log2(t / first time point): the grid doubles, so its points are evenly spaced.
     let first_s = report.time_points_s.first().copied().unwrap_or(900.0);
     let position = move |t_s: f64| (t_s / first_s).log2();
@@ -125,33 +182,43 @@ fn draw_timeline(report: &Report, area: &Area, top: f64) -> DrawResult {
         .x_label_area_size(40)
         .y_label_area_size(50)
         .build_cartesian_2d(first..last, 0.0..top)?;
+    // Ticks and labels only at the grid's time points (drawn below), never
+    // at unlabelled in-between values.
     chart
         .configure_mesh()
         .light_line_style(TRANSPARENT)
-        .x_labels(report.time_points_s.len().max(2) * 2)
+        .disable_x_mesh()
+        .x_labels(0)
         .x_desc("active time (log scale)")
         .y_desc("mean normalized score")
-        .x_label_formatter(&|x| {
-            // Labels only at whole doublings, where the grid's points are.
-            if (x - x.round()).abs() < 1e-6 && *x > -0.5 {
-                duration(first_s * 2f64.powf(x.round()))
-            } else {
-                String::new()
-            }
-        })
         .draw()?;
+    let under = TextStyle::from((FONT, 12).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+    let (dx, dy) = area.get_base_pixel();
+    let plain = area.strip_coord_spec();
+    for t in &report.time_points_s {
+        let (x, y) = chart.backend_coord(&(position(*t), 0.0));
+        plain.draw(&PathElement::new(
+            vec![(x - dx, y - dy), (x - dx, y - dy + 5)],
+            BLACK.stroke_width(1),
+        ))?;
+        plain.draw(&Text::new(
+            duration(*t),
+            (x - dx, y - dy + 7),
+            under.clone(),
+        ))?;
+    }
     reference_line(&mut chart, first, last)?;
-    for kind in Kind::BOTH {
+    for s in series {
         let mut rows: Vec<_> = report
             .timeline
             .iter()
-            .filter(|r| r.kind == kind && r.environment == OVERALL)
+            .filter(|r| r.kind == s.kind && r.group == s.group && r.environment == OVERALL)
             .collect();
         if rows.is_empty() {
             continue;
         }
         rows.sort_by(|a, b| a.time_s.total_cmp(&b.time_s));
-        let color = color(kind);
+        let color = s.color;
         let band: Vec<(f64, f64)> = rows
             .iter()
             .map(|r| (position(r.time_s), r.mean.ci_high))
@@ -169,12 +236,7 @@ fn draw_timeline(report: &Report, area: &Area, top: f64) -> DrawResult {
             .iter()
             .map(|r| (position(r.time_s), r.mean.value))
             .collect();
-        chart
-            .draw_series(LineSeries::new(line.clone(), color.stroke_width(2)))?
-            .label(label(kind))
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+        chart.draw_series(LineSeries::new(line.clone(), color.stroke_width(2)))?;
         chart.draw_series(line.into_iter().map(|p| Circle::new(p, 3, color.filled())))?;
         // How many runs each point stands on; where it falls, the set of
         // eligible runs changed (shorter runs dropped out), not the score.
@@ -187,12 +249,6 @@ fn draw_timeline(report: &Report, area: &Area, top: f64) -> DrawResult {
             )
         }))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
-        .draw()?;
     Ok(())
 }
 
@@ -208,7 +264,7 @@ fn reference_line<DB: DrawingBackend, X: Ranged<ValueType = f64>>(
     Ok(())
 }
 
-fn draw_budget_bars(report: &Report, area: &Area, top: f64) -> DrawResult {
+fn draw_budget_bars(report: &Report, series: &[Series], area: &Area, top: f64) -> DrawResult {
     let budgets = &report.budgets_s;
     let count = budgets.len().max(1) as f64;
     let mut chart = ChartBuilder::on(area)
@@ -227,14 +283,15 @@ fn draw_budget_bars(report: &Report, area: &Area, top: f64) -> DrawResult {
         .y_desc("normalized score, averaged over environments")
         .draw()?;
     reference_line(&mut chart, -0.6, count - 0.4)?;
-    for (kind, offset) in [(Kind::Human, -0.4), (Kind::Agent, 0.02)] {
-        let color = color(kind);
-        let mut labelled = false;
+    // Each budget's 0.8 wide slot holds one bar per series.
+    let width = 0.8 / series.len().max(1) as f64;
+    for (position, s) in series.iter().enumerate() {
+        let color = s.color;
         for (index, budget_s) in budgets.iter().enumerate() {
             let Some(best) = report
                 .best_of_k
                 .iter()
-                .find(|r| r.kind == kind && r.budget_s == *budget_s)
+                .find(|r| r.kind == s.kind && r.group == s.group && r.budget_s == *budget_s)
                 .and_then(|r| r.best.as_ref())
             else {
                 continue;
@@ -242,19 +299,13 @@ fn draw_budget_bars(report: &Report, area: &Area, top: f64) -> DrawResult {
             let Some(estimate) = best.estimate else {
                 continue;
             };
-            let left = index as f64 + offset;
-            let right = left + 0.38;
+            let left = index as f64 - 0.4 + position as f64 * width;
+            let right = left + width * 0.95;
             let middle = (left + right) / 2.0;
-            let bar = chart.draw_series(std::iter::once(Rectangle::new(
+            chart.draw_series(std::iter::once(Rectangle::new(
                 [(left, 0.0), (right, estimate.value)],
                 color.mix(0.85).filled(),
             )))?;
-            if !labelled {
-                bar.label(label(kind)).legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
-                });
-                labelled = true;
-            }
             let whisker = BLACK.stroke_width(1);
             chart.draw_series([
                 PathElement::new(
@@ -296,12 +347,6 @@ fn draw_budget_bars(report: &Report, area: &Area, top: f64) -> DrawResult {
             under.clone(),
         ))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
-        .draw()?;
     Ok(())
 }
 

@@ -31,6 +31,8 @@ pub struct Run {
     pub environment: String,
     pub participant: String,
     pub kind: Kind,
+    /// The agent's name, for an agent session that has one.
+    pub agent: Option<String>,
     pub started_at: DateTime<Utc>,
     pub ended: bool,
     pub budget_s: f64,
@@ -66,6 +68,16 @@ const TIME_TOLERANCE_S: f64 = 1e-6;
 
 impl Run {
     /// The final score used in means: a run with no valid entry counts as 0.
+    /// Who the run is compared as: `human`, the agent's name, or `agent`
+    /// for agent sessions that name no agent (pooled).
+    pub fn group(&self) -> &str {
+        match (self.kind, &self.agent) {
+            (Kind::Human, _) => Kind::Human.as_str(),
+            (Kind::Agent, Some(name)) => name,
+            (Kind::Agent, None) => Kind::Agent.as_str(),
+        }
+    }
+
     pub fn final_or_zero(&self) -> f64 {
         self.final_score.unwrap_or(0.0)
     }
@@ -97,6 +109,8 @@ pub struct SessionRecord {
 pub struct RunFilter {
     pub environments: Vec<String>,
     pub kind: Option<Kind>,
+    /// Only these agents (by name); humans stay, for the comparison.
+    pub agents: Vec<String>,
     pub participants: Vec<String>,
     pub since: Option<DateTime<Utc>>,
     /// Only runs that ended so (`submitted`, …; `running` for those that
@@ -149,6 +163,12 @@ impl RunFilter {
         };
         (self.environments.is_empty() || self.environments.contains(&view.environment))
             && self.kind.is_none_or(|kind| kind == view.kind)
+            && (self.agents.is_empty()
+                || view.kind == Kind::Human
+                || view
+                    .agent
+                    .as_ref()
+                    .is_some_and(|a| self.agents.contains(&a.name)))
             && (self.participants.is_empty() || self.participants.contains(&view.participant))
             && self.since.is_none_or(|since| started_at >= since)
     }
@@ -219,6 +239,11 @@ impl Run {
             environment: view.environment.clone(),
             participant: view.participant.clone(),
             kind,
+            agent: view
+                .agent
+                .as_ref()
+                .map(|a| a.name.clone())
+                .filter(|_| kind == Kind::Agent),
             started_at,
             ended: view.state == Phase::Ended,
             budget_s: (view.budget_s - extended_s).max(0.0),
@@ -271,7 +296,10 @@ fn scores_from_events(events: &[Value]) -> Vec<ScorePoint> {
 fn usage_from_events(events: &[Value]) -> UsageTotals {
     let mut totals = UsageTotals::default();
     for event in events {
-        if event.get("type").and_then(Value::as_str) != Some("usage") {
+        if !matches!(
+            event.get("type").and_then(Value::as_str),
+            Some("usage" | "model_call")
+        ) {
             continue;
         }
         totals.events += 1;
@@ -452,5 +480,34 @@ mod tests {
         record.view.started_at = None;
         assert_eq!(Run::from_record(&record).unwrap(), None);
         assert!(!RunFilter::default().matches(&record.view));
+    }
+
+    #[test]
+    fn agent_filters_keep_the_humans_and_model_calls_count_as_usage() {
+        let call = r#"{"record":"event","event":{"seq":1,"at":"2025-01-01T00:00:10Z","active_ms":10000,"type":"model_call","model":"m","input":[],"output":{"role":"assistant","text":"hi"},"request_messages":1,"request_bytes":10,"tokens_in":7,"tokens_out":3,"cost_usd":0.25,"latency_ms":5}}"#;
+        let text = [session_line("a"), call.into()].join("\n");
+        let mut agent = parse_export(&text, "x").unwrap().remove(0);
+        let run = Run::from_record(&agent).unwrap().unwrap();
+        assert_eq!((run.usage.tokens_in, run.usage.tokens_out), (7, 3));
+        assert_eq!(run.usage.cost_usd, 0.25);
+        assert_eq!(run.group(), "agent");
+        agent.view.agent = Some(crate::session::AgentIdentity {
+            name: "gpt-x".into(),
+            model: "x".into(),
+            scaffold: "builtin".into(),
+        });
+        assert_eq!(Run::from_record(&agent).unwrap().unwrap().group(), "gpt-x");
+        let mut human = agent.clone();
+        human.view.kind = Kind::Human;
+        let only = |names: &[&str]| RunFilter {
+            agents: names.iter().map(|n| n.to_string()).collect(),
+            ..RunFilter::default()
+        };
+        assert!(only(&["gpt-x"]).matches(&agent.view));
+        assert!(!only(&["other"]).matches(&agent.view));
+        assert!(
+            only(&["other"]).matches(&human.view),
+            "humans stay for the comparison"
+        );
     }
 }
