@@ -146,6 +146,7 @@ fn detail_view_of_an_agent_shows_its_exec_history() {
             "make -j8 && ./run_tests",
             "cc -O3 kernel.c\nall 12 tests passed\n",
         ),
+        sample::model_call_event(33, 6195, "The tests pass; let me score it.", "score"),
     ];
     reply(
         &mut a,

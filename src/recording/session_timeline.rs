@@ -70,6 +70,9 @@ pub fn build(rec: &SessionRecording) -> Timeline {
                 extended_ms += by_ms;
                 timeline.extensions.push((t, *by_ms));
             }
+            EventKind::ModelCall(call) if transcript_wanted => {
+                transcript::push_model_call(&mut agent, t, call);
+            }
             EventKind::Exec(exec) if transcript_wanted => {
                 let start = at(event.at - chrono::Duration::milliseconds(exec.duration_ms as i64));
                 transcript::push_exec(&mut agent, start, t, exec);

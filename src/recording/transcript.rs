@@ -3,6 +3,7 @@
 //! replay like shell sessions.
 
 use super::timeline::{Ms, TermEvent, TermKind, Track};
+use crate::session::ModelCallRecord;
 use crate::session::event::ExecRecord;
 
 pub const COLS: u16 = 100;
@@ -43,6 +44,34 @@ pub fn push_exec(track: &mut Track, start: Ms, end: Ms, exec: &ExecRecord) {
     }
     track.events.push(TermEvent {
         t: end.max(start),
+        kind: TermKind::Output(crlf(out)),
+    });
+}
+
+/// An agent's model call at `t`: what it said (dimmed cyan) and the tools
+/// it asked for other than bash (whose commands the exec calls show).
+pub fn push_model_call(track: &mut Track, t: Ms, call: &ModelCallRecord) {
+    let mut out = Vec::new();
+    // Model text is not trusted: no escape sequence of its own reaches the screen.
+    let clean = |text: &str| -> String {
+        text.chars()
+            .map(|c| if c.is_control() && c != '\n' { ' ' } else { c })
+            .collect()
+    };
+    for line in clean(call.output.text.trim()).lines() {
+        out.extend_from_slice(format!("\x1b[36m# {line}\x1b[0m\n").as_bytes());
+    }
+    for tool in call.output.tool_calls.iter().filter(|c| c.name != "bash") {
+        let arguments = clean(&tool.arguments);
+        out.extend_from_slice(
+            format!("\x1b[36m# -> {}({arguments})\x1b[0m\n", clean(&tool.name)).as_bytes(),
+        );
+    }
+    if out.is_empty() {
+        return;
+    }
+    track.events.push(TermEvent {
+        t,
         kind: TermKind::Output(crlf(out)),
     });
 }
@@ -104,5 +133,49 @@ mod tests {
             text.lines().collect::<Vec<_>>(),
             vec!["$ python solve.py", "line 1", "line 2", "oops", "[exit 2]"]
         );
+    }
+
+    #[test]
+    fn a_model_call_shows_what_the_agent_said_and_its_other_tools() {
+        use crate::session::agent::{Message, Role, ToolCall};
+        let mut output = Message::new(
+            Role::Assistant,
+            "Let me score.\x1b]52;c;AAAA\x07 Then submit.",
+        );
+        output.tool_calls = vec![
+            ToolCall {
+                id: "1".into(),
+                name: "bash".into(),
+                arguments: "{}".into(),
+            },
+            ToolCall {
+                id: "2".into(),
+                name: "score".into(),
+                arguments: "{}".into(),
+            },
+        ];
+        let call = ModelCallRecord {
+            model: "m".into(),
+            input: Vec::new(),
+            output,
+            request_messages: 2,
+            request_bytes: 10,
+            tokens_in: 1,
+            tokens_out: 1,
+            cost_usd: 0.0,
+            latency_ms: 1,
+            stop_reason: String::new(),
+        };
+        let mut track = Track::new(None, "agent", 60, 10);
+        push_model_call(&mut track, 5, &call);
+        let mut parser = vt100::Parser::new(10, 60, 0);
+        if let TermKind::Output(d) = &track.events[0].kind {
+            assert!(!d.contains(&0x07), "the model's escape sequence is defused");
+            parser.process(d);
+        }
+        let text = parser.screen().contents();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("# Let me score."), "{lines:?}");
+        assert_eq!(lines[1], "# -> score({})");
     }
 }

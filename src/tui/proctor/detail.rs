@@ -43,6 +43,8 @@ pub struct Detail {
     pub exec_selected: usize,
     /// Lines scrolled in the score log.
     pub score_scroll: usize,
+    /// What the agent's model said last, and the tools it asked for.
+    pub last_said: Option<String>,
 }
 
 impl Detail {
@@ -57,6 +59,7 @@ impl Detail {
             events_loaded: false,
             exec_selected: 0,
             score_scroll: 0,
+            last_said: None,
         }
     }
 
@@ -158,6 +161,26 @@ impl Detail {
     }
 
     pub fn push_event(&mut self, event: &Event) {
+        if let EventKind::ModelCall(call) = &event.kind {
+            let said = call
+                .output
+                .text
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .unwrap_or("");
+            let tools: Vec<&str> = call
+                .output
+                .tool_calls
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect();
+            self.last_said = Some(if tools.is_empty() {
+                said.to_string()
+            } else {
+                format!("{said} -> {}", tools.join(", "))
+            });
+        }
         if let EventKind::Exec(record) = &event.kind {
             self.execs.push(ExecItem {
                 at: event.at,

@@ -193,6 +193,17 @@ pub fn showcase() -> Fleet {
         ));
     }
     failing.view.score_count = 4;
+    failing.view.agent = Some(crate::session::AgentIdentity {
+        name: "agent-gpt".into(),
+        model: "gpt-x".into(),
+        scaffold: "builtin".into(),
+    });
+    failing.view.usage = crate::session::UsageTotals {
+        tokens_in: 182_400,
+        tokens_out: 9_310,
+        cost_usd: 0.55,
+        model_calls: 61,
+    };
     add(failing);
     let mut low = tracked(
         &spec(
@@ -369,6 +380,35 @@ pub fn exec_event(seq: u64, secs: i64, command: &str, stdout: &str) -> Event {
             stderr: String::new(),
             stdout_truncated: false,
             stderr_truncated: false,
+        })),
+    }
+}
+
+/// An agent's model call as it arrives pushed.
+pub fn model_call_event(seq: u64, secs: i64, said: &str, tool: &str) -> Event {
+    use crate::session::agent::{Message, Role, ToolCall};
+    let mut output = Message::new(Role::Assistant, said);
+    output.tool_calls = vec![ToolCall {
+        id: format!("call_{seq}"),
+        name: tool.into(),
+        arguments: "{}".into(),
+    }];
+    Event {
+        seq,
+        at: at(secs),
+        active_ms: (secs.max(0) as u64) * 1000,
+        origin: None,
+        kind: EventKind::ModelCall(Box::new(crate::session::ModelCallRecord {
+            model: "gpt-x".into(),
+            input: Vec::new(),
+            output,
+            request_messages: 3,
+            request_bytes: 2048,
+            tokens_in: 1500,
+            tokens_out: 120,
+            cost_usd: 0.005,
+            latency_ms: 900,
+            stop_reason: "tool_calls".into(),
         })),
     }
 }

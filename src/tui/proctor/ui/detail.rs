@@ -57,7 +57,12 @@ pub fn draw(app: &App, d: &Detail, frame: &mut Frame, area: Rect) {
     };
     match d.pane {
         Pane::Shells => draw_mirror(app, d, t, frame, main),
-        Pane::Execs => draw_execs(app, d, frame, main),
+        Pane::Execs => {
+            let [agent, execs] =
+                Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(main);
+            draw_agent(app, d, t, frame, agent);
+            draw_execs(app, d, frame, execs);
+        }
     }
     if let Some(side) = side {
         draw_side(app, d, t, frame, side);
@@ -239,6 +244,36 @@ fn draw_mirror(app: &App, d: &Detail, t: &Tracked, frame: &mut Frame, area: Rect
     }
 }
 
+/// The agent behind the session, what its model has cost, and what it said last.
+fn draw_agent(app: &App, d: &Detail, t: &Tracked, frame: &mut Frame, area: Rect) {
+    let theme = &app.theme;
+    let v = &t.view;
+    let mut spans = Vec::new();
+    if let Some(agent) = &v.agent {
+        let model = if agent.model.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", agent.model)
+        };
+        spans.push(Span::styled(
+            format!(" {}{model} ", one_line(&agent.name)),
+            theme.key(),
+        ));
+    }
+    let u = &v.usage;
+    spans.push(Span::styled(
+        format!(
+            " {} model calls · {}/{} tokens · ${:.2} ",
+            u.model_calls, u.tokens_in, u.tokens_out, u.cost_usd
+        ),
+        theme.dim(),
+    ));
+    if let Some(said) = &d.last_said {
+        spans.push(Span::raw(format!(" {}", one_line(said))));
+    }
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
 fn draw_execs(app: &App, d: &Detail, frame: &mut Frame, area: Rect) {
     let theme = &app.theme;
     if d.execs.is_empty() {
@@ -331,8 +366,9 @@ fn format_ms(ms: u64) -> String {
     }
 }
 
+/// Agent-written text on one line, its control characters made visible.
 fn one_line(text: &str) -> String {
-    text.replace('\n', " ⏎ ")
+    crate::command_line::printable(&text.replace('\n', " ⏎ ").replace('\t', " "))
 }
 
 fn draw_side(app: &App, d: &Detail, t: &Tracked, frame: &mut Frame, area: Rect) {
