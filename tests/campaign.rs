@@ -685,3 +685,85 @@ attempts = 2
         );
     }
 }
+
+#[test]
+fn a_scripted_agent_solves_prefix_sum_step_by_step_and_outscores_one_that_does_not() {
+    let s = setup();
+    let reference = std::fs::read_to_string(
+        common::repo_root().join("environments/prefix-sum/reference/solution.py"),
+    )
+    .unwrap();
+    let solver = vec![
+        ("bash", json!({"command": "cat solution.py"})),
+        (
+            "bash",
+            json!({"command": format!("cat > solution.py <<'PYEOF'\n{reference}\nPYEOF")}),
+        ),
+        ("score", json!({})),
+        ("submit", json!({})),
+    ];
+    let idler = vec![
+        ("bash", json!({"command": "cat solution.py"})),
+        ("submit", json!({})),
+    ];
+    let models = ModelServer::start(vec![("solver", solver), ("idler", idler)]);
+    let file = s.write_campaign(&format!(
+        r#"
+[campaign]
+name = "prefix"
+concurrency = 2
+
+[[agents]]
+name = "solver"
+api = "anthropic"
+base_url = "{url}"
+model = "solver"
+
+[[agents]]
+name = "idler"
+api = "openai"
+base_url = "{url}"
+model = "idler"
+
+[[environments]]
+id = "prefix-sum"
+profile = "smoke"
+
+[runs]
+lengths = ["10m"]
+"#,
+        url = models.base_url()
+    ));
+    ok(&s.campaign(&["run", file.to_str().unwrap()]));
+    let view = s.status("prefix");
+    let score = |agent: &str| {
+        let run = view["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["agent"] == agent)
+            .unwrap();
+        assert_eq!(run["state"], "done", "{run}");
+        run["final"]["normalized"].as_f64().unwrap()
+    };
+    // Timing is noisy on a loaded machine: the margin allows for it.
+    let (solver, idler) = (score("solver"), score("idler"));
+    assert!(solver > idler + 0.3, "solver {solver}, idler {idler}");
+    // The solver read the code before it wrote a new one.
+    let run = view["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["agent"] == "solver")
+        .unwrap();
+    let events = s.events(run["session"].as_str().unwrap());
+    let execs: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "exec")
+        .map(|e| e["command"].as_str().unwrap())
+        .collect();
+    assert_eq!(execs[0], "cat solution.py");
+    assert!(execs[1].starts_with("cat > solution.py"));
+    let read = events.iter().find(|e| e["type"] == "exec").unwrap();
+    assert!(read["stdout"].as_str().unwrap().contains("def prefix_sum"));
+}
