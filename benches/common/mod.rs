@@ -51,6 +51,7 @@ impl BenchServer {
     }
 
     /// A session of the fixture environment, its clock started.
+    #[allow(dead_code)] // not every benchmark needs one
     pub async fn running_session(&mut self, kind: Kind) -> anyhow::Result<SessionView> {
         let env_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/envs/fixed");
         let view: SessionView = self

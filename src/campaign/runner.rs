@@ -105,6 +105,9 @@ pub async fn run(file: &Path, paths: &DataPaths, json: bool) -> anyhow::Result<i
         endpoints,
     });
     let mut tasks: HashMap<String, JoinHandle<()>> = HashMap::new();
+    // A finished run wakes the loop at once, so the next one starts without
+    // waiting for the next look.
+    let finished = Arc::new(tokio::sync::Notify::new());
     let mut last_states: HashMap<String, RunState> = HashMap::new();
     loop {
         let view: CampaignView = match runner
@@ -140,9 +143,13 @@ pub async fn run(file: &Path, paths: &DataPaths, json: bool) -> anyhow::Result<i
                 };
                 let shared = shared.clone();
                 let id = run.id.clone();
+                let finished = finished.clone();
                 tasks.insert(
                     id.clone(),
-                    tokio::spawn(async move { drive(shared, id, session).await }),
+                    tokio::spawn(async move {
+                        drive(shared, id, session).await;
+                        finished.notify_one();
+                    }),
                 );
             }
         }
@@ -158,9 +165,13 @@ pub async fn run(file: &Path, paths: &DataPaths, json: bool) -> anyhow::Result<i
                 continue;
             };
             let shared = shared.clone();
+            let finished = finished.clone();
             tasks.insert(
                 run.id.clone(),
-                tokio::spawn(async move { start(shared, plan).await }),
+                tokio::spawn(async move {
+                    start(shared, plan).await;
+                    finished.notify_one();
+                }),
             );
         }
         if tasks.is_empty()
@@ -172,7 +183,10 @@ pub async fn run(file: &Path, paths: &DataPaths, json: bool) -> anyhow::Result<i
             print_final(json, &view);
             return Ok(if view.counts.failed > 0 { 2 } else { 0 });
         }
-        tokio::time::sleep(POLL).await;
+        tokio::select! {
+            _ = tokio::time::sleep(POLL) => {}
+            _ = finished.notified() => {}
+        }
     }
 }
 
