@@ -5,6 +5,7 @@
 //!    made and its starting solution scored) and clock started -> the first
 //!    model request (credentials, log, instructions, the prompt);
 //! 2. 200 queued runs at concurrency 8: wall time and runs per second.
+//!
 //! `cargo bench --bench campaign`.
 
 #![allow(clippy::unwrap_used)] // a benchmark may unwrap: a panic is a failure with its message
