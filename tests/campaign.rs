@@ -767,3 +767,102 @@ lengths = ["10m"]
     let read = events.iter().find(|e| e["type"] == "exec").unwrap();
     assert!(read["stdout"].as_str().unwrap().contains("def prefix_sum"));
 }
+
+#[test]
+fn the_key_goes_to_the_endpoint_only_never_to_a_server_the_campaign_starts() {
+    let (_env_dir, env) = fixture_env(|t| t);
+    let files = tempfile::tempdir().unwrap();
+    let data = files.path().join("data");
+    let models = ModelServer::start(vec![
+        ("good-model", good_script()),
+        ("weak-model", weak_script()),
+    ]);
+    let file = files.path().join("c.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+[campaign]
+name = "keys"
+
+[[agents]]
+name = "good"
+api = "openai"
+base_url = "{url}"
+model = "good-model"
+key_env = "REBENCH_TEST_OPENAI_KEY"
+
+[[agents]]
+name = "weak"
+api = "anthropic"
+base_url = "{url}"
+model = "weak-model"
+key_env = "REBENCH_TEST_ANTHROPIC_KEY"
+
+[[environments]]
+id = "{env}"
+
+[runs]
+lengths = ["2m"]
+"#,
+            url = models.base_url(),
+            env = env.display()
+        ),
+    )
+    .unwrap();
+    let run = |with_keys: bool| {
+        let mut command = Command::new(BIN);
+        command
+            .arg("--data-dir")
+            .arg(&data)
+            .args(["campaign", "run"])
+            .arg(&file);
+        if with_keys {
+            command
+                .env("REBENCH_TEST_OPENAI_KEY", "sk-open-secret")
+                .env("REBENCH_TEST_ANTHROPIC_KEY", "sk-ant-secret");
+        }
+        command.output().unwrap()
+    };
+    // A missing key is named, and nothing starts.
+    let out = run(false);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("REBENCH_TEST_OPENAI_KEY") && err.contains("good"),
+        "{err}"
+    );
+    assert!(models.seen().is_empty());
+    // With them: no server runs yet, so the campaign starts one.
+    ok(&run(true));
+    let creds = models.credentials();
+    assert!(
+        creds.contains(&"Bearer sk-open-secret".to_string()),
+        "{creds:?}"
+    );
+    assert!(creds.contains(&"sk-ant-secret".to_string()), "{creds:?}");
+    let pids = String::from_utf8(
+        Command::new("pgrep")
+            .arg("-f")
+            .arg(format!("serve --data-dir {}", data.display()))
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let pid = pids
+        .split_whitespace()
+        .next()
+        .expect("the server the campaign started");
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(
+        !environ.contains("secret"),
+        "the server got a campaign's key"
+    );
+    let _ = Command::new(BIN)
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("shutdown")
+        .output();
+}

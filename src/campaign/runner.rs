@@ -19,6 +19,7 @@ use super::model_api::Endpoint;
 use super::scaffold::{RunError, Scaffold};
 use super::spec::{Api, CampaignSpec};
 use crate::client::Client;
+use crate::command_line::printable;
 use crate::environment::discovery;
 use crate::paths::DataPaths;
 use crate::protocol::{CampaignView, CreateSession, Request, SessionView};
@@ -80,7 +81,12 @@ pub async fn run(file: &Path, paths: &DataPaths, json: bool) -> anyhow::Result<i
         .unwrap_or(file.to_path_buf())
         .display()
         .to_string();
-    let mut runner = Client::connect_admin(paths, CLIENT_NAME).await?;
+    let keys: Vec<String> = spec
+        .agents
+        .iter()
+        .filter_map(|a| a.key_env.clone())
+        .collect();
+    let mut runner = Client::connect_admin_hiding(paths, CLIENT_NAME, &keys).await?;
     let opened: CampaignView = runner
         .call(Request::CampaignOpen {
             plan: Box::new(plan),
@@ -190,6 +196,13 @@ pub async fn run(file: &Path, paths: &DataPaths, json: bool) -> anyhow::Result<i
     }
 }
 
+/// A connection for a run's task. Never starts a server: when the server
+/// is gone the runner says so and stops (a server it started would get the
+/// runner's environment, model keys included).
+async fn connect(paths: &DataPaths) -> crate::client::Result<Client> {
+    Client::connect(&paths.socket(), None, CLIENT_NAME).await
+}
+
 /// Whether a pause is one a runner ends when it takes a run up again.
 fn ours(reason: PauseReason, view: &SessionView) -> bool {
     let by_system = view
@@ -242,7 +255,7 @@ fn report_changes(json: bool, view: &CampaignView, last: &mut HashMap<String, Ru
             RunState::Failed => println!(
                 "run {}: failed: {}",
                 run.id,
-                run.failure.clone().unwrap_or_default()
+                printable(&run.failure.clone().unwrap_or_default())
             ),
             RunState::Queued => {}
         }
@@ -263,7 +276,7 @@ fn print_final(json: bool, view: &CampaignView) {
 /// A queued run: its session made (with the starting score), begun, driven.
 async fn start(shared: Arc<Shared>, plan: RunPlan) {
     let result = async {
-        let mut admin = Client::connect_admin(&shared.paths, CLIENT_NAME).await?;
+        let mut admin = connect(&shared.paths).await?;
         let agent = shared
             .spec
             .agent(&plan.agent)
@@ -307,7 +320,11 @@ async fn start(shared: Arc<Shared>, plan: RunPlan) {
         Err(e) => {
             // Left queued: the next look tries again (and a run that
             // cannot be made keeps saying why).
-            eprintln!("run {}: could not start: {e:#}", plan.id);
+            eprintln!(
+                "run {}: could not start: {}",
+                plan.id,
+                printable(&format!("{e:#}"))
+            );
             tokio::time::sleep(Duration::from_secs(5)).await;
         }
     }
@@ -322,8 +339,8 @@ async fn drive(shared: Arc<Shared>, run: String, session: String) {
             tracing::info!("run {run}: connection lost: {e}");
         }
         Err(RunError::Failed(why)) => {
-            eprintln!("run {run}: the agent failed: {why}");
-            if let Ok(mut admin) = Client::connect_admin(&shared.paths, CLIENT_NAME).await {
+            eprintln!("run {run}: the agent failed: {}", printable(&why));
+            if let Ok(mut admin) = connect(&shared.paths).await {
                 let _ = admin
                     .call::<SessionView>(Request::End {
                         session: session.clone(),
@@ -337,7 +354,7 @@ async fn drive(shared: Arc<Shared>, run: String, session: String) {
 }
 
 async fn drive_inner(shared: &Shared, run: &str, session: &str) -> Result<(), RunError> {
-    let mut admin = Client::connect_admin(&shared.paths, CLIENT_NAME).await?;
+    let mut admin = connect(&shared.paths).await?;
     let view: SessionView = admin
         .call(Request::Show {
             session: session.to_string(),

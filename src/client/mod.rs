@@ -82,10 +82,20 @@ impl Client {
     /// Connects to the data dir's admin socket, starting a server in the
     /// background when none is running.
     pub async fn connect_admin(paths: &DataPaths, name: &str) -> Result<Client> {
+        Client::connect_admin_hiding(paths, name, &[]).await
+    }
+
+    /// As `connect_admin`; a server it starts does not get the variables
+    /// `hide` (a campaign's model API keys are the campaign's, not the server's).
+    pub async fn connect_admin_hiding(
+        paths: &DataPaths,
+        name: &str,
+        hide: &[String],
+    ) -> Result<Client> {
         match Client::connect(&paths.socket(), None, name).await {
             Ok(c) => Ok(c),
             Err(ClientError::NoServer { .. }) => {
-                start_server(paths)?;
+                start_server(paths, hide)?;
                 wait_for_server(paths, name).await
             }
             Err(e) => Err(e),
@@ -188,7 +198,7 @@ impl Client {
 
 /// Starts `rebench serve` for this data dir in its own process session, so
 /// closing the terminal or killing the client never stops it.
-fn start_server(paths: &DataPaths) -> Result<()> {
+fn start_server(paths: &DataPaths, hide: &[String]) -> Result<()> {
     let no_server = |why: String| ClientError::NoServer {
         socket: paths.socket(),
         why,
@@ -211,6 +221,9 @@ fn start_server(paths: &DataPaths) -> Result<()> {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(err_file);
+    for var in hide {
+        command.env_remove(var);
+    }
     // SAFETY: setsid is async-signal-safe and touches no memory of ours.
     unsafe {
         command.pre_exec(|| {

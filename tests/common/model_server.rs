@@ -34,6 +34,8 @@ struct State {
     down_until: Option<Instant>,
     /// Every request's path and body, in order.
     seen: Vec<(String, Value)>,
+    /// Every request's credential header (`authorization` or `x-api-key`).
+    credentials: Vec<String>,
 }
 
 pub struct ModelServer {
@@ -111,6 +113,11 @@ impl ModelServer {
         self.gate_closed.store(false, Ordering::SeqCst);
     }
 
+    /// The credential header of each request so far ("" when none).
+    pub fn credentials(&self) -> Vec<String> {
+        self.state.lock().unwrap().credentials.clone()
+    }
+
     /// Requests received so far (path, body).
     pub fn seen(&self) -> Vec<(String, Value)> {
         self.state.lock().unwrap().seen.clone()
@@ -134,6 +141,7 @@ fn serve(
         .unwrap_or("")
         .to_string();
     let mut length = 0usize;
+    let mut credential = String::new();
     loop {
         let mut line = String::new();
         reader.read_line(&mut line)?;
@@ -141,10 +149,14 @@ fn serve(
         if line.is_empty() {
             break;
         }
-        if let Some((name, value)) = line.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse().unwrap_or(0);
+        if let Some((name, value)) = line.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().unwrap_or(0);
+            }
+            if name.eq_ignore_ascii_case("authorization") || name.eq_ignore_ascii_case("x-api-key")
+            {
+                credential = value.trim().to_string();
+            }
         }
     }
     let mut body = vec![0u8; length];
@@ -154,6 +166,7 @@ fn serve(
     let fault = {
         let mut s = state.lock().unwrap();
         s.seen.push((path.clone(), body.clone()));
+        s.credentials.push(credential);
         if s.down_until.is_some_and(|t| Instant::now() < t) {
             Some(Fault::Status(503))
         } else if s.faults.is_empty() {
