@@ -866,3 +866,152 @@ lengths = ["2m"]
         .arg("shutdown")
         .output();
 }
+
+#[test]
+fn kill_9_of_the_runner_pauses_its_sessions_and_a_new_runner_finishes_them() {
+    let s = setup();
+    let models = ModelServer::start(vec![("good-model", good_script())]);
+    models.close_gate(2);
+    let file = s.write_campaign(&format!(
+        r#"
+[campaign]
+name = "orphans"
+concurrency = 2
+
+[[agents]]
+name = "good"
+api = "openai"
+base_url = "{}"
+model = "good-model"
+
+[[environments]]
+id = "{}"
+
+[runs]
+lengths = ["2m"]
+attempts = 2
+"#,
+        models.base_url(),
+        s.env.display()
+    ));
+    let mut first = runner(&s, &file);
+    assert!(wait_until(Duration::from_secs(60), || models
+        .waiting
+        .load(std::sync::atomic::Ordering::SeqCst)
+        >= 2));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // Nobody drives them now: the server pauses them, off the clock.
+    assert!(wait_until(Duration::from_secs(10), || {
+        let view = s.status("orphans");
+        view["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["phase"] == "paused")
+    }));
+    let view = s.status("orphans");
+    assert_eq!(view["runner"], false);
+    let session = view["runs"][0]["session"].as_str().unwrap().to_string();
+    let shown = s.show(&session);
+    let pause = shown["pauses"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(pause["reason"], "technical_issue");
+    assert_eq!(pause["by"], "rebench");
+    assert!(
+        pause["note"]
+            .as_str()
+            .unwrap()
+            .contains("runner of campaign orphans went away")
+    );
+    let active_then = shown["active_s"].as_f64().unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        s.show(&session)["active_s"].as_f64().unwrap(),
+        active_then,
+        "the clock stood still"
+    );
+    models.open_gate();
+    ok(&s.campaign(&["run", file.to_str().unwrap()]));
+    let view = s.status("orphans");
+    for run in view["runs"].as_array().unwrap() {
+        assert_eq!(run["state"], "done", "{run}");
+        assert!(
+            (run["final"]["normalized"].as_f64().unwrap() - 1.0).abs() < 1e-6,
+            "{run}"
+        );
+    }
+    assert!(s.sessions_per_run().values().all(|n| *n == 1));
+}
+
+#[test]
+fn a_cost_limit_ends_the_run_with_its_own_reason() {
+    let s = setup();
+    let models = ModelServer::start(vec![("good-model", good_script())]);
+    // 100 + 20 tokens at $1000/M in and out: $0.12 for the first call, $0.25 by the second.
+    let file = s.write_campaign(&format!(
+        r#"
+[campaign]
+name = "money"
+
+[[agents]]
+name = "good"
+api = "openai"
+base_url = "{}"
+model = "good-model"
+price_in = 1000.0
+price_out = 1000.0
+
+[[environments]]
+id = "{}"
+
+[runs]
+lengths = ["2m"]
+max_cost = 0.2
+"#,
+        models.base_url(),
+        s.env.display()
+    ));
+    ok(&s.campaign(&["run", file.to_str().unwrap()]));
+    let run = &s.status("money")["runs"][0];
+    assert_eq!(run["end_reason"], "cost_limit", "{run}");
+    assert!((run["cost"].as_f64().unwrap() - 0.25).abs() < 1e-9, "{run}");
+}
+
+#[test]
+fn the_scaffold_submits_before_its_time_runs_out() {
+    let s = setup();
+    let busy: Vec<Step> = (0..20)
+        .map(|_| ("bash", json!({"command": "sleep 2"})))
+        .collect();
+    let models = ModelServer::start(vec![("busy", busy)]);
+    let file = s.write_campaign(&format!(
+        r#"
+[campaign]
+name = "clock"
+
+[[agents]]
+name = "busy"
+api = "openai"
+base_url = "{}"
+model = "busy"
+
+[[environments]]
+id = "{}"
+
+[runs]
+lengths = ["12s"]
+"#,
+        models.base_url(),
+        s.env.display()
+    ));
+    ok(&s.campaign(&["run", file.to_str().unwrap()]));
+    let run = &s.status("clock")["runs"][0];
+    assert_eq!(run["end_reason"], "submitted", "{run}");
+    // 5 s are kept back; a command may still run into them.
+    let active = run["active_s"].as_f64().unwrap();
+    assert!(active < 12.0, "{run}");
+    // Watching a finished campaign prints it once and returns.
+    let out = s.campaign(&["status", "clock", "--watch"]);
+    ok(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1/1 finished"));
+}

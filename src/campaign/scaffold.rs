@@ -22,6 +22,8 @@ use crate::session::{Event, EventKind, PauseReason, Phase};
 
 /// What a bash command's output is cut to, per stream (head and tail kept).
 const OUTPUT_CHARS: usize = 8_000;
+/// What one message's text is cut to in a `model_call` record.
+const RECORD_TEXT_CHARS: usize = 64_000;
 /// The longest one bash command may run.
 const EXEC_TIMEOUT: Duration = Duration::from_secs(600);
 /// Answers that cannot be read are retried this often before the run fails.
@@ -231,10 +233,16 @@ impl Scaffold {
         let cost = (c.tokens_in as f64 * self.agent.price_in
             + c.tokens_out as f64 * self.agent.price_out)
             / 1e6;
+        // The record stays far under the server's 1 MiB per call, whatever a
+        // tool printed; the conversation in memory keeps every character.
+        let bounded = |m: &Message| Message {
+            text: head_and_tail(&m.text, RECORD_TEXT_CHARS),
+            ..m.clone()
+        };
         ModelCallRecord {
             model: self.endpoint.model.clone(),
-            input: input.to_vec(),
-            output: c.message.clone(),
+            input: input.iter().map(bounded).collect(),
+            output: bounded(&c.message),
             request_messages: messages,
             request_bytes: c.request_bytes,
             tokens_in: c.tokens_in,

@@ -60,6 +60,8 @@ const EXEC_LOG_LIMIT: usize = 64 * 1024;
 const TASK_CLIENT_GRACE: Duration = Duration::from_secs(2);
 /// Tries at a starting or final score the machine could not run.
 const SCORER_ATTEMPTS: u32 = 3;
+/// The largest model call record (its new messages and the answer).
+const MAX_MODEL_CALL_BYTES: usize = 1024 * 1024;
 /// The longest answer a submission may carry.
 const MAX_ANSWER_BYTES: usize = 1024 * 1024;
 const SCORER_RETRY_DELAY: Duration = Duration::from_secs(2);
@@ -928,6 +930,15 @@ impl Hub {
         _by: &Actor,
     ) -> OpResult<()> {
         check_cost(call.cost_usd)?;
+        let size = serde_json::to_vec(&call).map_or(usize::MAX, |b| b.len());
+        if size > MAX_MODEL_CALL_BYTES {
+            return Err(OpError::new(
+                ErrorCode::BadRequest,
+                format!(
+                    "a model call record is limited to {MAX_MODEL_CALL_BYTES} bytes ({size}): cut long tool outputs"
+                ),
+            ));
+        }
         self.record_usage(id, EventKind::ModelCall(call)).await
     }
 
