@@ -114,6 +114,31 @@ fn ok(out: &Output) {
     );
 }
 
+/// What differs between the one-agent campaigns of these tests.
+struct Parts {
+    name: &'static str,
+    /// `[campaign]` lines besides the name.
+    campaign: &'static str,
+    /// The agent's name and model, and its lines besides those.
+    agent: (&'static str, &'static str, &'static str),
+    /// The `[runs]` lines.
+    runs: String,
+}
+
+/// A campaign of one OpenAI-shaped agent on the fixture `env`.
+fn one_agent(models: &ModelServer, env: &Path, parts: Parts) -> String {
+    let (agent, model, agent_lines) = parts.agent;
+    format!(
+        "[campaign]\nname = \"{}\"\n{}\n\n[[agents]]\nname = \"{agent}\"\napi = \"openai\"\n\
+         base_url = \"{}\"\nmodel = \"{model}\"\n{agent_lines}\n\n[[environments]]\nid = \"{}\"\n\n[runs]\n{}\n",
+        parts.name,
+        parts.campaign,
+        models.base_url(),
+        env.display(),
+        parts.runs
+    )
+}
+
 fn two_agents(models: &ModelServer, env: &Path, extra: &str) -> String {
     format!(
         r#"
@@ -392,6 +417,33 @@ fn a_changed_file_is_refused_and_so_is_a_second_runner() {
     );
 }
 
+/// `attempts` runs of `good`, two at a time, their runner started: returns
+/// once two runs wait at the stand-in's gate before their third model call
+/// (after writing the value), the runner still holding them.
+fn two_runs_held(
+    s: &Setup,
+    name: &'static str,
+    attempts: u32,
+) -> (ModelServer, PathBuf, std::process::Child) {
+    let models = ModelServer::start(vec![("good-model", good_script())]);
+    models.close_gate(2);
+    let runs = format!("lengths = [\"2m\"]\nattempts = {attempts}");
+    let file = s.write_campaign(&one_agent(
+        &models,
+        &s.env,
+        Parts {
+            name,
+            campaign: "concurrency = 2",
+            agent: ("good", "good-model", ""),
+            runs,
+        },
+    ));
+    let first = runner(s, &file);
+    let held = || models.waiting.load(std::sync::atomic::Ordering::SeqCst) >= 2;
+    assert!(wait_until(Duration::from_secs(60), held));
+    (models, file, first)
+}
+
 fn runner(s: &Setup, file: &Path) -> std::process::Child {
     Command::new(BIN)
         .arg("--data-dir")
@@ -407,36 +459,7 @@ fn runner(s: &Setup, file: &Path) -> std::process::Child {
 #[test]
 fn kill_9_of_the_server_mid_campaign_then_a_resume_runs_every_run_once() {
     let mut s = setup();
-    let models = ModelServer::start(vec![("good-model", good_script())]);
-    models.close_gate(2);
-    let file = s.write_campaign(&format!(
-        r#"
-[campaign]
-name = "resume"
-concurrency = 2
-
-[[agents]]
-name = "good"
-api = "openai"
-base_url = "{}"
-model = "good-model"
-
-[[environments]]
-id = "{}"
-
-[runs]
-lengths = ["2m"]
-attempts = 3
-"#,
-        models.base_url(),
-        s.env.display()
-    ));
-    let mut first = runner(&s, &file);
-    // Two runs are at their third model call (after writing the value).
-    assert!(wait_until(Duration::from_secs(60), || models
-        .waiting
-        .load(std::sync::atomic::Ordering::SeqCst)
-        >= 2));
+    let (models, file, mut first) = two_runs_held(&s, "resume", 3);
     s.server.kill9();
     let status = first.wait().unwrap();
     assert!(!status.success(), "the runner says it lost the server");
@@ -490,27 +513,15 @@ fn an_api_outage_pauses_the_run_and_its_time_is_not_counted() {
     let s = setup();
     let models = ModelServer::start(vec![("good-model", good_script())]);
     models.go_down(Duration::from_secs(8));
-    let file = s.write_campaign(&format!(
-        r#"
-[campaign]
-name = "outage"
-retry_for = "1s"
-probe_every = "1s"
-
-[[agents]]
-name = "good"
-api = "openai"
-base_url = "{}"
-model = "good-model"
-
-[[environments]]
-id = "{}"
-
-[runs]
-lengths = ["2m"]
-"#,
-        models.base_url(),
-        s.env.display()
+    let file = s.write_campaign(&one_agent(
+        &models,
+        &s.env,
+        Parts {
+            name: "outage",
+            campaign: "retry_for = \"1s\"\nprobe_every = \"1s\"",
+            agent: ("good", "good-model", ""),
+            runs: "lengths = [\"2m\"]".into(),
+        },
     ));
     let started = Instant::now();
     ok(&s.campaign(&["run", file.to_str().unwrap()]));
@@ -551,26 +562,15 @@ fn errors_busy_answers_a_hung_connection_and_a_malformed_tool_call_do_not_end_a_
         Fault::Status(502),
         Fault::MalformedToolCall,
     ]);
-    let file = s.write_campaign(&format!(
-        r#"
-[campaign]
-name = "faults"
-request_timeout = "2s"
-
-[[agents]]
-name = "good"
-api = "openai"
-base_url = "{}"
-model = "good-model"
-
-[[environments]]
-id = "{}"
-
-[runs]
-lengths = ["2m"]
-"#,
-        models.base_url(),
-        s.env.display()
+    let file = s.write_campaign(&one_agent(
+        &models,
+        &s.env,
+        Parts {
+            name: "faults",
+            campaign: "request_timeout = \"2s\"",
+            agent: ("good", "good-model", ""),
+            runs: "lengths = [\"2m\"]".into(),
+        },
     ));
     ok(&s.campaign(&["run", file.to_str().unwrap()]));
     let run = &s.status("faults")["runs"][0];
@@ -606,26 +606,15 @@ lengths = ["2m"]
 fn a_token_limit_ends_the_run_with_its_own_reason() {
     let s = setup();
     let models = ModelServer::start(vec![("good-model", good_script())]);
-    let file = s.write_campaign(&format!(
-        r#"
-[campaign]
-name = "limits"
-
-[[agents]]
-name = "good"
-api = "openai"
-base_url = "{}"
-model = "good-model"
-
-[[environments]]
-id = "{}"
-
-[runs]
-lengths = ["2m"]
-max_tokens = 250
-"#,
-        models.base_url(),
-        s.env.display()
+    let file = s.write_campaign(&one_agent(
+        &models,
+        &s.env,
+        Parts {
+            name: "limits",
+            campaign: "",
+            agent: ("good", "good-model", ""),
+            runs: "lengths = [\"2m\"]\nmax_tokens = 250".into(),
+        },
     ));
     ok(&s.campaign(&["run", file.to_str().unwrap()]));
     let run = &s.status("limits")["runs"][0];
@@ -870,35 +859,7 @@ lengths = ["2m"]
 #[test]
 fn kill_9_of_the_runner_pauses_its_sessions_and_a_new_runner_finishes_them() {
     let s = setup();
-    let models = ModelServer::start(vec![("good-model", good_script())]);
-    models.close_gate(2);
-    let file = s.write_campaign(&format!(
-        r#"
-[campaign]
-name = "orphans"
-concurrency = 2
-
-[[agents]]
-name = "good"
-api = "openai"
-base_url = "{}"
-model = "good-model"
-
-[[environments]]
-id = "{}"
-
-[runs]
-lengths = ["2m"]
-attempts = 2
-"#,
-        models.base_url(),
-        s.env.display()
-    ));
-    let mut first = runner(&s, &file);
-    assert!(wait_until(Duration::from_secs(60), || models
-        .waiting
-        .load(std::sync::atomic::Ordering::SeqCst)
-        >= 2));
+    let (models, file, mut first) = two_runs_held(&s, "orphans", 2);
     first.kill().unwrap();
     first.wait().unwrap();
     // Nobody drives them now: the server pauses them, off the clock.
@@ -948,28 +909,19 @@ fn a_cost_limit_ends_the_run_with_its_own_reason() {
     let s = setup();
     let models = ModelServer::start(vec![("good-model", good_script())]);
     // 100 + 20 tokens at $1000/M in and out: $0.12 for the first call, $0.25 by the second.
-    let file = s.write_campaign(&format!(
-        r#"
-[campaign]
-name = "money"
-
-[[agents]]
-name = "good"
-api = "openai"
-base_url = "{}"
-model = "good-model"
-price_in = 1000.0
-price_out = 1000.0
-
-[[environments]]
-id = "{}"
-
-[runs]
-lengths = ["2m"]
-max_cost = 0.2
-"#,
-        models.base_url(),
-        s.env.display()
+    let file = s.write_campaign(&one_agent(
+        &models,
+        &s.env,
+        Parts {
+            name: "money",
+            campaign: "",
+            agent: (
+                "good",
+                "good-model",
+                "price_in = 1000.0\nprice_out = 1000.0",
+            ),
+            runs: "lengths = [\"2m\"]\nmax_cost = 0.2".into(),
+        },
     ));
     ok(&s.campaign(&["run", file.to_str().unwrap()]));
     let run = &s.status("money")["runs"][0];
@@ -984,25 +936,15 @@ fn the_scaffold_submits_before_its_time_runs_out() {
         .map(|_| ("bash", json!({"command": "sleep 2"})))
         .collect();
     let models = ModelServer::start(vec![("busy", busy)]);
-    let file = s.write_campaign(&format!(
-        r#"
-[campaign]
-name = "clock"
-
-[[agents]]
-name = "busy"
-api = "openai"
-base_url = "{}"
-model = "busy"
-
-[[environments]]
-id = "{}"
-
-[runs]
-lengths = ["12s"]
-"#,
-        models.base_url(),
-        s.env.display()
+    let file = s.write_campaign(&one_agent(
+        &models,
+        &s.env,
+        Parts {
+            name: "clock",
+            campaign: "",
+            agent: ("busy", "busy", ""),
+            runs: "lengths = [\"12s\"]".into(),
+        },
     ));
     ok(&s.campaign(&["run", file.to_str().unwrap()]));
     let run = &s.status("clock")["runs"][0];

@@ -23,18 +23,9 @@ async fn session_with_shell(
     let mut admin = server.admin().await;
     let view: SessionView = admin
         .call(Request::CreateSession(Box::new(CreateSession {
-            env_dir: env.display().to_string(),
-            participant: "rec".into(),
-            kind: Kind::Human,
             budget_s: Some(3600),
-            profile: None,
-            allow_missing_hardware: false,
             no_input_recording,
-            sandbox: None,
-            task: None,
-            agent: None,
-            campaign: None,
-            limits: Default::default(),
+            ..CreateSession::new(env.display().to_string(), "rec", Kind::Human)
         })))
         .await
         .unwrap();

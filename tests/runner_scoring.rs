@@ -284,18 +284,13 @@ async fn a_profile_can_bring_its_own_transform() {
     let view: SessionView = admin
         .call(Request::CreateSession(Box::new(
             rebench::protocol::CreateSession {
-                env_dir: env.display().to_string(),
-                participant: "p".into(),
-                kind: rebench::session::Kind::Agent,
                 budget_s: Some(3600),
                 profile: Some("flat".into()),
-                allow_missing_hardware: false,
-                no_input_recording: false,
-                sandbox: None,
-                task: None,
-                agent: None,
-                campaign: None,
-                limits: Default::default(),
+                ..rebench::protocol::CreateSession::new(
+                    env.display().to_string(),
+                    "p",
+                    rebench::session::Kind::Agent,
+                )
             },
         )))
         .await

@@ -281,18 +281,13 @@ async fn prefix_sum_runs_the_solution_in_the_jail_and_checks_it_outside() {
         .await
         .call(Request::CreateSession(Box::new(
             rebench::protocol::CreateSession {
-                env_dir: env.display().to_string(),
-                participant: "tess".into(),
-                kind: rebench::session::Kind::Agent,
                 budget_s: Some(3600),
                 profile: Some("smoke".into()),
-                allow_missing_hardware: false,
-                no_input_recording: false,
-                sandbox: None,
-                task: None,
-                agent: None,
-                campaign: None,
-                limits: Default::default(),
+                ..rebench::protocol::CreateSession::new(
+                    env.display().to_string(),
+                    "tess",
+                    rebench::session::Kind::Agent,
+                )
             },
         )))
         .await

@@ -57,18 +57,9 @@ impl BenchServer {
         let view: SessionView = self
             .admin
             .call(Request::CreateSession(Box::new(CreateSession {
-                env_dir: env_dir.display().to_string(),
-                participant: "bench".into(),
-                kind,
                 budget_s: Some(3600),
-                profile: None,
                 allow_missing_hardware: true,
-                no_input_recording: false,
-                sandbox: None,
-                task: None,
-                agent: None,
-                campaign: None,
-                limits: Default::default(),
+                ..CreateSession::new(env_dir.display().to_string(), "bench", kind)
             })))
             .await?;
         Ok(self

@@ -291,15 +291,8 @@ async fn start(shared: Arc<Shared>, plan: RunPlan) {
         };
         let view: SessionView = admin
             .call(Request::CreateSession(Box::new(CreateSession {
-                env_dir: env_dir.display().to_string(),
-                participant: agent.name.clone(),
-                kind: Kind::Agent,
                 budget_s: Some(plan.length_s),
                 profile: plan.profile.clone(),
-                allow_missing_hardware: false,
-                no_input_recording: false,
-                sandbox: None,
-                task: None,
                 agent: Some(AgentIdentity {
                     name: agent.name.clone(),
                     model: agent.model.clone().unwrap_or_default(),
@@ -310,6 +303,11 @@ async fn start(shared: Arc<Shared>, plan: RunPlan) {
                     run: plan.id.clone(),
                 }),
                 limits: shared.spec.limits,
+                ..CreateSession::new(
+                    env_dir.display().to_string(),
+                    agent.name.clone(),
+                    Kind::Agent,
+                )
             })))
             .await?;
         anyhow::Ok(view.id)

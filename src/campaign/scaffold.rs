@@ -97,6 +97,20 @@ impl Seat {
             .await?)
     }
 
+    /// Ends the scaffold's own outage pause. A pause a proctor took since
+    /// stays (the server refuses): `running` then waits for it.
+    async fn end_outage(&mut self) {
+        let resumed = self
+            .client
+            .call::<SessionView>(Request::Resume {
+                session: self.session.clone(),
+            })
+            .await;
+        if let Err(e) = resumed {
+            tracing::info!("resume after the outage: {e}");
+        }
+    }
+
     /// Waits while the session is paused (by a proctor, say); None once it ended.
     async fn running(&mut self) -> Result<Option<SessionView>, RunError> {
         loop {
@@ -316,26 +330,12 @@ impl Scaffold {
             }
             match self.endpoint.complete(request, &tools).await {
                 Ok(c) => {
-                    let resumed = seat
-                        .client
-                        .call::<SessionView>(Request::Resume {
-                            session: seat.session.clone(),
-                        })
-                        .await;
-                    if let Err(e) = resumed {
-                        // A proctor's pause since stays: `running` waits for it.
-                        tracing::info!("resume after the outage: {e}");
-                    }
+                    seat.end_outage().await;
                     return Ok(Some(c));
                 }
                 Err(ApiError::Transient(e)) => tracing::info!("model API still down: {e}"),
                 Err(other) => {
-                    let _ = seat
-                        .client
-                        .call::<SessionView>(Request::Resume {
-                            session: seat.session.clone(),
-                        })
-                        .await;
+                    seat.end_outage().await;
                     return Err(RunError::Failed(format!("model API: {other}")));
                 }
             }

@@ -327,6 +327,26 @@ pub struct CreateSession {
     pub limits: crate::session::RunLimits,
 }
 
+impl CreateSession {
+    /// A request for a session of `env_dir` with every option at its default.
+    pub fn new(env_dir: impl Into<String>, participant: impl Into<String>, kind: Kind) -> Self {
+        CreateSession {
+            env_dir: env_dir.into(),
+            participant: participant.into(),
+            kind,
+            budget_s: None,
+            profile: None,
+            allow_missing_hardware: false,
+            no_input_recording: false,
+            sandbox: None,
+            task: None,
+            agent: None,
+            campaign: None,
+            limits: crate::session::RunLimits::default(),
+        }
+    }
+}
+
 fn default_kind() -> Kind {
     Kind::Human
 }

@@ -91,15 +91,9 @@ impl SessionView {
                 by: by.clone(),
             }),
             EventKind::Exec(_) => self.last_activity_at = Some(event.at),
-            EventKind::Usage {
-                tokens_in,
-                tokens_out,
-                cost_usd,
-            } => self.usage.add(*tokens_in, *tokens_out, *cost_usd),
-            EventKind::ModelCall(call) => {
-                self.usage
-                    .add(call.tokens_in, call.tokens_out, call.cost_usd);
-                self.usage.model_calls += 1;
+            EventKind::Usage { .. } => self.usage.count(&event.kind),
+            EventKind::ModelCall(_) => {
+                self.usage.count(&event.kind);
                 self.last_activity_at = Some(event.at);
             }
             EventKind::Ended { reason, note, .. } => {

@@ -59,6 +59,22 @@ pub struct UsageTotals {
 }
 
 impl UsageTotals {
+    /// Counts an event that carries usage (`usage`, `model_call`); others are ignored.
+    pub fn count(&mut self, kind: &super::EventKind) {
+        match kind {
+            super::EventKind::Usage {
+                tokens_in,
+                tokens_out,
+                cost_usd,
+            } => self.add(*tokens_in, *tokens_out, *cost_usd),
+            super::EventKind::ModelCall(call) => {
+                self.add(call.tokens_in, call.tokens_out, call.cost_usd);
+                self.model_calls += 1;
+            }
+            _ => {}
+        }
+    }
+
     pub fn add(&mut self, tokens_in: u64, tokens_out: u64, cost_usd: f64) {
         self.tokens_in = self.tokens_in.saturating_add(tokens_in);
         self.tokens_out = self.tokens_out.saturating_add(tokens_out);

@@ -176,16 +176,7 @@ impl SessionState {
             | EventKind::ShellOpened { .. }
             | EventKind::ShellExited { .. }
             | EventKind::Exec(_) => {}
-            EventKind::Usage {
-                tokens_in,
-                tokens_out,
-                cost_usd,
-            } => self.usage.add(*tokens_in, *tokens_out, *cost_usd),
-            EventKind::ModelCall(call) => {
-                self.usage
-                    .add(call.tokens_in, call.tokens_out, call.cost_usd);
-                self.usage.model_calls += 1;
-            }
+            EventKind::Usage { .. } | EventKind::ModelCall(_) => self.usage.count(&event.kind),
         }
     }
 

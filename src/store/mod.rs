@@ -94,6 +94,20 @@ fn check_schema(db: &sled::Db, dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Every record of a tree of JSON values keyed by name; an unreadable one
+/// is an error naming it (`session abc123`).
+fn read_all<T: serde::de::DeserializeOwned>(tree: &sled::Tree, what: &str) -> Result<Vec<T>> {
+    let mut out = Vec::new();
+    for item in tree.iter() {
+        let (key, bytes) = item?;
+        out.push(from_json(
+            &bytes,
+            &format!("{what} {}", String::from_utf8_lossy(&key)),
+        )?);
+    }
+    Ok(out)
+}
+
 /// Numbered chunks of a recording, and the number to continue from (None at the end).
 pub type RecordingPage = (Vec<(u64, Chunk)>, Option<u64>);
 
@@ -273,13 +287,7 @@ impl Store {
     }
 
     pub fn sessions(&self) -> Result<Vec<SessionMeta>> {
-        let mut out = Vec::new();
-        for item in self.sessions.iter() {
-            let (key, bytes) = item?;
-            let what = format!("session {}", String::from_utf8_lossy(&key));
-            out.push(from_json(&bytes, &what)?);
-        }
-        Ok(out)
+        read_all(&self.sessions, "session")
     }
 
     /// Appends an event durably. The caller assigns `seq` (it owns the session's order).
@@ -338,13 +346,7 @@ impl Store {
     }
 
     pub fn campaigns(&self) -> Result<Vec<CampaignRecord>> {
-        let mut out = Vec::new();
-        for item in self.campaigns.iter() {
-            let (key, bytes) = item?;
-            let what = format!("campaign {}", String::from_utf8_lossy(&key));
-            out.push(from_json(&bytes, &what)?);
-        }
-        Ok(out)
+        read_all(&self.campaigns, "campaign")
     }
 
     pub async fn set_heartbeat(&self, session: &str, beat: Heartbeat) -> Result<()> {

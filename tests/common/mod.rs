@@ -201,18 +201,8 @@ impl TestServer {
         let mut admin = self.admin().await;
         admin
             .call(Request::CreateSession(Box::new(CreateSession {
-                env_dir: env.display().to_string(),
-                participant: "tess".into(),
-                kind,
                 budget_s,
-                profile: None,
-                allow_missing_hardware: false,
-                no_input_recording: false,
-                sandbox: None,
-                task: None,
-                agent: None,
-                campaign: None,
-                limits: Default::default(),
+                ..CreateSession::new(env.display().to_string(), "tess", kind)
             })))
             .await
             .unwrap()

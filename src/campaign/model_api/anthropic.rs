@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Completion, Endpoint, ToolSpec, field};
+use super::{Completion, Endpoint, ToolSpec, completion, field};
 use crate::session::agent::{Message, Role, ToolCall};
 
 const VERSION: &str = "2023-06-01";
@@ -113,32 +113,20 @@ pub fn answer(answer: &Value) -> Result<Completion, String> {
             _ => {}
         }
     }
-    let usage = answer.get("usage");
-    let count = |key: &str| {
-        usage
-            .and_then(|u| u.get(key))
-            .and_then(Value::as_u64)
-            .unwrap_or(0)
-    };
-    Ok(Completion {
-        message: Message {
-            role: Role::Assistant,
-            text: text.join("\n"),
-            tool_calls,
-            tool_call_id: None,
-        },
-        tokens_in: count("input_tokens")
-            + count("cache_read_input_tokens")
-            + count("cache_creation_input_tokens"),
-        tokens_out: count("output_tokens"),
-        stop_reason: answer
-            .get("stop_reason")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
-        request_bytes: 0,
-        latency: std::time::Duration::ZERO,
-    })
+    Ok(completion(
+        text.join("\n"),
+        tool_calls,
+        answer.get("usage"),
+        (
+            &[
+                "input_tokens",
+                "cache_read_input_tokens",
+                "cache_creation_input_tokens",
+            ],
+            "output_tokens",
+        ),
+        answer.get("stop_reason"),
+    ))
 }
 
 #[cfg(test)]

@@ -126,6 +126,38 @@ impl Endpoint {
     }
 }
 
+/// An answer's message and its usage counts (`usage.KEY`, 0 when absent).
+fn completion(
+    text: String,
+    tool_calls: Vec<crate::session::agent::ToolCall>,
+    usage: Option<&serde_json::Value>,
+    token_keys: (&[&str], &str),
+    stop_reason: Option<&serde_json::Value>,
+) -> Completion {
+    let count = |key: &str| {
+        usage
+            .and_then(|u| u.get(key))
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0)
+    };
+    Completion {
+        message: Message {
+            role: crate::session::agent::Role::Assistant,
+            text,
+            tool_calls,
+            tool_call_id: None,
+        },
+        tokens_in: token_keys.0.iter().map(|k| count(k)).sum(),
+        tokens_out: count(token_keys.1),
+        stop_reason: stop_reason
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        request_bytes: 0,
+        latency: Duration::ZERO,
+    }
+}
+
 /// The answer's text for a field that should be a string, or a clear error.
 fn field<'a>(value: &'a serde_json::Value, path: &str) -> Result<&'a serde_json::Value, String> {
     let mut at = value;

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Completion, Endpoint, ToolSpec, field};
+use super::{Completion, Endpoint, ToolSpec, completion, field};
 use crate::session::agent::{Message, Role, ToolCall};
 
 pub fn request(
@@ -92,30 +92,13 @@ pub fn answer(answer: &Value) -> Result<Completion, String> {
             });
         }
     }
-    let usage = answer.get("usage");
-    let count = |key: &str| {
-        usage
-            .and_then(|u| u.get(key))
-            .and_then(Value::as_u64)
-            .unwrap_or(0)
-    };
-    Ok(Completion {
-        message: Message {
-            role: Role::Assistant,
-            text,
-            tool_calls,
-            tool_call_id: None,
-        },
-        tokens_in: count("prompt_tokens"),
-        tokens_out: count("completion_tokens"),
-        stop_reason: choice
-            .get("finish_reason")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
-        request_bytes: 0,
-        latency: std::time::Duration::ZERO,
-    })
+    Ok(completion(
+        text,
+        tool_calls,
+        answer.get("usage"),
+        (&["prompt_tokens"], "completion_tokens"),
+        choice.get("finish_reason"),
+    ))
 }
 
 #[cfg(test)]
