@@ -957,3 +957,55 @@ fn the_scaffold_submits_before_its_time_runs_out() {
     ok(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains("1/1 finished"));
 }
+
+#[test]
+fn code_the_agent_runs_cannot_pause_its_clock_and_stall_the_campaign() {
+    let s = setup();
+    let script = vec![
+        (
+            "bash",
+            json!({"command": "rebench task pause break; echo exit=$?"}),
+        ),
+        (
+            "bash",
+            json!({"command": "rebench task pause api_outage; echo exit=$?"}),
+        ),
+        ("bash", json!({"command": "echo 1.6 > value"})),
+        ("submit", json!({})),
+    ];
+    let models = ModelServer::start(vec![("good-model", script)]);
+    let file = s.write_campaign(&one_agent(
+        &models,
+        &s.env,
+        Parts {
+            name: "no-breaks",
+            campaign: "",
+            agent: ("good", "good-model", ""),
+            runs: "lengths = [\"2m\"]".into(),
+        },
+    ));
+    ok(&s.campaign(&["run", file.to_str().unwrap()]));
+    let run = &s.status("no-breaks")["runs"][0];
+    assert_eq!(run["state"], "done", "{run}");
+    let session = run["session"].as_str().unwrap();
+    let shown = s.show(session);
+    let pauses = shown["pauses"].as_array().unwrap();
+    // Only the final score's own pause.
+    assert!(
+        pauses.iter().all(|p| p["reason"] == "scoring"),
+        "{pauses:?}"
+    );
+    let events = s.events(session);
+    let refused: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "exec")
+        .take(2)
+        .map(|e| e["stderr"].as_str().unwrap())
+        .collect();
+    assert!(
+        refused
+            .iter()
+            .all(|e| e.contains("paused only by its campaign")),
+        "{refused:?}"
+    );
+}

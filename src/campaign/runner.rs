@@ -287,7 +287,7 @@ async fn start(shared: Arc<Shared>, plan: RunPlan) {
             .context("the plan names an environment the file does not")?;
         let scaffold = match &agent.command {
             Some(command) if agent.api == Api::Command => command.join(" "),
-            _ => "builtin".to_string(),
+            _ => crate::session::meta::BUILTIN_SCAFFOLD.to_string(),
         };
         let view: SessionView = admin
             .call(Request::CreateSession(Box::new(CreateSession {

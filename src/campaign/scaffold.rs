@@ -81,13 +81,16 @@ pub struct Scaffold {
     pub outage: OutagePolicy,
 }
 
-/// The session as the scaffold drives it: a participant connection.
-struct Seat {
+/// The session as the scaffold drives it: a participant connection for
+/// what the agent does, the runner's admin connection for what only the
+/// campaign may do (pause the clock for an outage).
+struct Seat<'a> {
     client: Client,
+    admin: &'a mut Client,
     session: String,
 }
 
-impl Seat {
+impl Seat<'_> {
     async fn view(&mut self) -> Result<SessionView, RunError> {
         Ok(self
             .client
@@ -98,10 +101,14 @@ impl Seat {
     }
 
     /// Ends the scaffold's own outage pause. A pause a proctor took since
-    /// stays (the server refuses): `running` then waits for it.
+    /// stays: `running` then waits for it.
     async fn end_outage(&mut self) {
+        match self.view().await {
+            Ok(view) if view.pause_reason == Some(PauseReason::ApiOutage) => {}
+            _ => return,
+        }
         let resumed = self
-            .client
+            .admin
             .call::<SessionView>(Request::Resume {
                 session: self.session.clone(),
             })
@@ -140,15 +147,16 @@ impl Scaffold {
             "rebench built-in scaffold",
         )
         .await?;
-        let mut seat = Seat {
-            client,
-            session: session.to_string(),
-        };
         let events: Vec<Event> = admin
             .call(Request::Events {
                 session: session.to_string(),
             })
             .await?;
+        let mut seat = Seat {
+            client,
+            admin,
+            session: session.to_string(),
+        };
         let mut conversation = conversation_from(&events);
         let mut pending = match conversation.last() {
             None => self.prompt(&mut seat).await?,
@@ -213,7 +221,7 @@ impl Scaffold {
         }
     }
 
-    async fn prompt(&self, seat: &mut Seat) -> Result<Vec<Message>, RunError> {
+    async fn prompt(&self, seat: &mut Seat<'_>) -> Result<Vec<Message>, RunError> {
         let instructions: InstructionsReply = seat
             .client
             .call(Request::Instructions {
@@ -272,7 +280,7 @@ impl Scaffold {
     /// `probe_every` until it answers. None: the session ended meanwhile.
     async fn call_model(
         &self,
-        seat: &mut Seat,
+        seat: &mut Seat<'_>,
         request: &[Message],
     ) -> Result<Option<Completion>, RunError> {
         let tools = tools();
@@ -303,12 +311,12 @@ impl Scaffold {
 
     async fn wait_out_outage(
         &self,
-        seat: &mut Seat,
+        seat: &mut Seat<'_>,
         request: &[Message],
         why: &str,
     ) -> Result<Option<Completion>, RunError> {
         let paused = seat
-            .client
+            .admin
             .call::<SessionView>(Request::Pause {
                 session: seat.session.clone(),
                 reason: PauseReason::ApiOutage,
@@ -344,7 +352,7 @@ impl Scaffold {
 
     async fn use_tool(
         &self,
-        seat: &mut Seat,
+        seat: &mut Seat<'_>,
         name: &str,
         arguments: &str,
     ) -> Result<ToolOutcome, RunError> {
@@ -410,7 +418,7 @@ impl Scaffold {
     /// session ended stops the run.
     async fn tool_reply(
         &self,
-        seat: &mut Seat,
+        seat: &mut Seat<'_>,
         reply: Result<String, ClientError>,
     ) -> Result<ToolOutcome, RunError> {
         match reply {
@@ -426,7 +434,7 @@ impl Scaffold {
         }
     }
 
-    async fn submit(&self, seat: &mut Seat, answer: Option<String>) -> Result<(), RunError> {
+    async fn submit(&self, seat: &mut Seat<'_>, answer: Option<String>) -> Result<(), RunError> {
         let submitted = seat
             .client
             .call::<SessionView>(Request::Submit {

@@ -123,6 +123,21 @@ pub struct SessionMeta {
     pub limits: super::RunLimits,
 }
 
+impl SessionMeta {
+    /// A campaign run driven by the built-in scaffold: only the campaign
+    /// (an admin connection) pauses its clock.
+    pub fn clock_kept_by_campaign(&self) -> bool {
+        self.campaign.is_some()
+            && self
+                .agent
+                .as_ref()
+                .is_some_and(|a| a.scaffold == BUILTIN_SCAFFOLD)
+    }
+}
+
+/// The scaffold name of sessions the built-in scaffold drives.
+pub const BUILTIN_SCAFFOLD: &str = "builtin";
+
 fn recorded_by_default() -> bool {
     true
 }

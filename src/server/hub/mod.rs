@@ -721,6 +721,14 @@ impl Hub {
                 format!("a participant cannot pause with reason {reason}"),
             ));
         }
+        if by.audience == Audience::Participant && host.meta.clock_kept_by_campaign() {
+            // Code the agent runs holds its token too: a pause from it would
+            // freeze the run (and the campaign) with nobody to end it.
+            return Err(OpError::new(
+                ErrorCode::Forbidden,
+                "this agent's clock is paused only by its campaign (for model API outages)",
+            ));
+        }
         {
             let mut live = host.live.lock().await;
             match live.state.phase() {
