@@ -228,6 +228,40 @@ impl Hub {
         Ok(self.campaign_view(&record).await)
     }
 
+    /// A campaign session just made (and visible to `campaign_stop`'s
+    /// scan) whose campaign was stopped meanwhile ends at once: the stop
+    /// writes `stopped_at` before it scans, so one of the two sees the other.
+    pub async fn end_if_campaign_stopped(&self, host: &Arc<Host>) -> OpResult<()> {
+        let Some(run) = &host.meta.campaign else {
+            return Ok(());
+        };
+        let stopped = self
+            .store
+            .campaign(&run.campaign)
+            .map_err(OpError::internal)?
+            .is_some_and(|c| c.stopped_at.is_some());
+        if !stopped {
+            return Ok(());
+        }
+        // The stop's own scan may have ended it already.
+        let _ = self
+            .finish(
+                host,
+                EndReason::Abandoned,
+                crate::session::SYSTEM,
+                false,
+                Some("campaign stopped".into()),
+            )
+            .await;
+        Err(OpError::new(
+            ErrorCode::Refused,
+            format!(
+                "campaign {} was stopped while this session was made",
+                run.campaign
+            ),
+        ))
+    }
+
     /// A connection closed: the campaigns it ran lose their runner, and
     /// their running sessions pause until a runner takes them up again.
     pub async fn campaign_runner_gone(&self, connection: u64) {

@@ -537,6 +537,7 @@ impl Hub {
         let host = self.install(meta, state);
         let _ = self.events.send((id.clone(), first));
         drop(reservation);
+        self.end_if_campaign_stopped(&host).await?;
         if host.meta.scoring.score_at_start {
             self.score_starting(&host).await?;
         }
