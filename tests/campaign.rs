@@ -1009,3 +1009,61 @@ fn code_the_agent_runs_cannot_pause_its_clock_and_stall_the_campaign() {
         "{refused:?}"
     );
 }
+
+#[test]
+fn an_external_scaffold_run_resumes_after_its_runner_is_killed() {
+    let s = setup();
+    let example = common::repo_root().join("examples/scripted_scaffold.py");
+    let marker = s.files.path().join("started");
+    // The first start of each run waits (its runner is killed meanwhile);
+    // a resumed run finds the marker and carries on.
+    let command = format!(
+        "[ -e {m} ] || {{ touch {m}; sleep 30; }}; exec python3 {ex} 'echo 1.6 > value'",
+        m = marker.display(),
+        ex = example.display()
+    );
+    let file = s.write_campaign(&format!(
+        r#"
+[campaign]
+name = "external-resume"
+
+[[agents]]
+name = "script"
+api = "command"
+command = ["sh", "-c", "{}"]
+
+[[environments]]
+id = "{}"
+
+[runs]
+lengths = ["2m"]
+"#,
+        command.replace('\\', "\\\\").replace('"', "\\\""),
+        s.env.display()
+    ));
+    let mut first = runner(&s, &file);
+    assert!(wait_until(Duration::from_secs(60), || marker.exists()));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // Its scaffold died with it: none is left to act beside the next one.
+    let left = || {
+        Command::new("pgrep")
+            .arg("-f")
+            .arg(marker.display().to_string())
+            .output()
+            .unwrap()
+            .stdout
+    };
+    assert!(wait_until(Duration::from_secs(5), || left().is_empty()));
+    assert!(wait_until(Duration::from_secs(10), || {
+        s.status("external-resume")["runs"][0]["phase"] == "paused"
+    }));
+    ok(&s.campaign(&["run", file.to_str().unwrap()]));
+    let run = &s.status("external-resume")["runs"][0];
+    assert_eq!(run["state"], "done", "{run}");
+    assert!(
+        (run["final"]["normalized"].as_f64().unwrap() - 1.0).abs() < 1e-6,
+        "{run}"
+    );
+    assert_eq!(s.sessions_per_run().len(), 1);
+}
