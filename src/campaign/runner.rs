@@ -37,6 +37,8 @@ struct Shared {
     /// Environment id → its folder, resolved once (the server needs a path).
     env_dirs: HashMap<String, PathBuf>,
     endpoints: HashMap<String, Endpoint>,
+    /// The plan's runs by id, expanded once.
+    runs: HashMap<String, RunPlan>,
 }
 
 pub async fn run(file: &Path, paths: &DataPaths, json: bool) -> anyhow::Result<i32> {
@@ -104,7 +106,9 @@ pub async fn run(file: &Path, paths: &DataPaths, json: bool) -> anyhow::Result<i
             spec.concurrency
         ),
     );
+    let runs = spec.runs().into_iter().map(|r| (r.id.clone(), r)).collect();
     let shared = Arc::new(Shared {
+        runs,
         spec,
         paths: paths.clone(),
         env_dirs,
@@ -217,7 +221,7 @@ fn ours(reason: PauseReason, view: &SessionView) -> bool {
 }
 
 fn plan_of(shared: &Shared, id: &str) -> Option<RunPlan> {
-    shared.spec.runs().into_iter().find(|r| r.id == id)
+    shared.runs.get(id).cloned()
 }
 
 fn say(json: bool, line: &str) {

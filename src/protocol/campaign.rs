@@ -109,18 +109,19 @@ impl CampaignView {
     /// `sessions` are the campaign's sessions (any order; others are ignored).
     pub fn new(record: &CampaignRecord, sessions: &[SessionView], runner: bool) -> CampaignView {
         let name = &record.plan.name;
+        // Each run's session, looked up once rather than searched per run.
+        let by_run: std::collections::HashMap<&str, &SessionView> = sessions
+            .iter()
+            .filter_map(|s| {
+                let c = s.campaign.as_ref().filter(|c| &c.campaign == name)?;
+                Some((c.run.as_str(), s))
+            })
+            .collect();
         let runs: Vec<RunView> = record
             .plan
             .runs
             .iter()
-            .map(|plan| {
-                let session = sessions.iter().find(|s| {
-                    s.campaign
-                        .as_ref()
-                        .is_some_and(|c| &c.campaign == name && c.run == plan.id)
-                });
-                RunView::new(plan, session)
-            })
+            .map(|plan| RunView::new(plan, by_run.get(plan.id.as_str()).copied()))
             .collect();
         let mut counts = RunCounts::default();
         for run in &runs {

@@ -525,6 +525,11 @@ mod tests {
             .allowed_for_participant()
         );
         assert!(!Request::Subscribe { session: None }.allowed_for_participant());
+        // A participant (or code the agent runs, which holds its token)
+        // reaches no campaign: it could stop one, or open one to make sessions.
+        assert!(!Request::CampaignList.allowed_for_participant());
+        assert!(!Request::CampaignStop { name: "c".into() }.allowed_for_participant());
+        assert!(!Request::CampaignShow { name: "c".into() }.allowed_for_participant());
         assert!(
             Request::Score {
                 session: "a".into()
