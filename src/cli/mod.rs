@@ -6,7 +6,7 @@ mod env_bench;
 mod env_calibrate;
 mod env_cmd;
 mod print;
-mod session_cmd;
+pub(crate) mod session_cmd;
 mod task;
 
 use std::path::PathBuf;
@@ -177,6 +177,9 @@ pub enum Command {
     /// Agent campaigns: many agent sessions from one campaign.toml.
     #[command(subcommand)]
     Campaign(crate::campaign::CampaignCommand),
+    /// Bring runs made elsewhere into the store (Inspect eval logs).
+    #[command(subcommand)]
+    Import(crate::inspect::ImportCommand),
     /// The expert baseline and the agent comparison.
     Report(crate::report::ReportArgs),
     /// The proctor's live dashboard of every session.
@@ -269,6 +272,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Campaign(cmd) => {
             fail_as(json, 1, block_on(crate::campaign::run(cmd, &paths, json)))
         }
+        Command::Import(cmd) => fail_as(json, 1, block_on(crate::inspect::run(cmd, &paths, json))),
         Command::Proctor(args) => {
             fail_as(json, 1, block_on(crate::tui::proctor::run(args, &paths)))
         }

@@ -90,26 +90,28 @@ fn session_raw(v: &SessionView) -> String {
         clock(v.active_s),
         clock(v.remaining_s)
     ));
-    out.push_str(&format!("workspace {}\n", v.workspace));
-    if v.isolation == "bwrap" {
-        out.push_str("isolation: bwrap jail (docs/sandbox.md)\n");
-    } else if v.isolation == "docker" {
+    if let Some(agent) = &v.agent {
         out.push_str(&format!(
-            "isolation: docker container on host {} (docs/sandbox.md)\n",
-            printable(&v.host)
+            "agent {}, model {}, scaffold {}\n",
+            printable(&agent.name),
+            printable(if agent.model.is_empty() {
+                "?"
+            } else {
+                &agent.model
+            }),
+            printable(&agent.scaffold)
         ));
-    } else if v.isolation == "none" {
-        out.push_str("isolation: none (processes run as the server's user)\n");
     }
-    if let Some(warning) = &v.sandbox_warning {
-        out.push_str(&format!("WARNING: {warning}\n"));
-    }
-    match v.containment.as_str() {
-        "" => {}
-        "marker" => out.push_str(
-            "containment: marker (a process that drops REBENCH_SANDBOX escapes pause and end)\n",
-        ),
-        other => out.push_str(&format!("containment: {other}\n")),
+    match &v.imported {
+        Some(source) => out.push_str(&format!(
+            "imported from {} ({} log, task {}, sample {}, epoch {}): read-only\n",
+            printable(&source.file),
+            source.format,
+            printable(&source.task),
+            printable(&source.sample),
+            source.epoch
+        )),
+        None => out.push_str(&isolation_lines(v)),
     }
     if !v.hardware_missing.is_empty() {
         out.push_str(&format!(
@@ -136,7 +138,8 @@ fn session_raw(v: &SessionView) -> String {
         out.push_str(&format!("{which}: hidden\n"));
     }
     if let Some(n) = &v.normalization {
-        out.push_str(&normalization_line(n, &v.unit));
+        let given = v.imported.as_ref().is_some_and(|i| i.normalization_given);
+        out.push_str(&normalization_line(n, &v.unit, given));
     }
     // Scoring runs stop the clock too, but they are not pauses anyone took.
     let (scoring, pauses): (Vec<_>, Vec<_>) = v
@@ -206,9 +209,41 @@ fn session_raw(v: &SessionView) -> String {
     out
 }
 
+/// Where a session's processes run and how they are held.
+fn isolation_lines(v: &SessionView) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("workspace {}\n", v.workspace));
+    if v.isolation == "bwrap" {
+        out.push_str("isolation: bwrap jail (docs/sandbox.md)\n");
+    } else if v.isolation == "docker" {
+        out.push_str(&format!(
+            "isolation: docker container on host {} (docs/sandbox.md)\n",
+            printable(&v.host)
+        ));
+    } else if v.isolation == "none" {
+        out.push_str("isolation: none (processes run as the server's user)\n");
+    }
+    if let Some(warning) = &v.sandbox_warning {
+        out.push_str(&format!("WARNING: {warning}\n"));
+    }
+    match v.containment.as_str() {
+        "" => {}
+        "marker" => out.push_str(
+            "containment: marker (a process that drops REBENCH_SANDBOX escapes pause and end)\n",
+        ),
+        other => out.push_str(&format!("containment: {other}\n")),
+    }
+    out
+}
+
 /// "normalized with starting 17.4 ms, reference 13.3 ms (measured on HOST …)".
-fn normalization_line(n: &crate::protocol::NormalizationView, unit: &str) -> String {
+fn normalization_line(
+    n: &crate::protocol::NormalizationView,
+    unit: &str,
+    given_at_import: bool,
+) -> String {
     let source = match &n.calibration {
+        _ if given_at_import => "given at import".to_string(),
         Some(c) => format!(
             "{}; the manifest says {} and {}",
             c.origin(),
@@ -264,6 +299,9 @@ fn sessions_table_raw(views: &[SessionView]) -> String {
 /// Where a session's processes run: its backend, and the host when it is
 /// not the server's machine (`docker@gpu-a`).
 fn placement(v: &SessionView) -> String {
+    if v.imported.is_some() {
+        return "imported".into();
+    }
     match v.host.as_str() {
         "" | "local" => v.sandbox.clone(),
         host => format!("{}@{host}", v.sandbox),

@@ -246,6 +246,7 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
         | Command::Replay(_)
         | Command::Report(_)
         | Command::Campaign(_)
+        | Command::Import(_)
         | Command::Proctor(_) => bail!("not a server command"),
     }
     Ok(0)

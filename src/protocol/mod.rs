@@ -19,6 +19,8 @@ pub use views::*;
 pub const PROTOCOL_VERSION: u32 = 1;
 /// Longest accepted line (a shell input or exec command never needs more).
 pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+/// Longest line from an admin connection: an `import_run` carries a whole run.
+pub const MAX_ADMIN_LINE_BYTES: usize = 256 * 1024 * 1024;
 
 /// The id of a request that wants no response (`shell_input`,
 /// `shell_resize` from an interactive client): success is silent, and a
@@ -55,7 +57,7 @@ pub enum AttachMode {
 /// `Vec<u32>`; `credentials` → [`Credentials`]; `shutdown` →
 /// [`ShutdownReply`]; `backup` → [`BackupReply`]; `campaign_open`,
 /// `campaign_show`, `campaign_stop` → [`CampaignView`]; `campaign_list` →
-/// `Vec<CampaignView>`; the rest → [`Done`].
+/// `Vec<CampaignView>`; `import_run` → [`SessionView`]; the rest → [`Done`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
@@ -217,6 +219,9 @@ pub enum Request {
     CampaignStop {
         name: String,
     },
+    /// A run made elsewhere, stored as an ended, read-only session (admin
+    /// only; `rebench import`). A run is imported once.
+    ImportRun(Box<ImportRun>),
 }
 
 impl Request {
@@ -258,8 +263,27 @@ impl Request {
             | CampaignOpen { .. }
             | CampaignShow { .. }
             | CampaignList
-            | CampaignStop { .. } => None,
+            | CampaignStop { .. }
+            | ImportRun(_) => None,
         }
+    }
+
+    /// Operations that change nothing about a session (all an imported
+    /// session allows).
+    pub fn reads_only(&self) -> bool {
+        use Request::*;
+        matches!(
+            self,
+            Show { .. }
+                | ScoreLog { .. }
+                | Events { .. }
+                | Instructions { .. }
+                | ShellList { .. }
+                | Subscribe { .. }
+                | Recording { .. }
+                | RecordedShells { .. }
+                | Credentials { .. }
+        )
     }
 
     /// Operations a participant token may perform on its own session.
@@ -345,6 +369,52 @@ impl CreateSession {
             limits: crate::session::RunLimits::default(),
         }
     }
+}
+
+/// A run made elsewhere (an Inspect sample), for `import_run`: the server
+/// normalizes its raw scores with the environment's plan, as it does its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImportRun {
+    pub source: crate::session::ImportedFrom,
+    /// The environment's folder, resolved by the client; None for an
+    /// environment rebench does not know (`environment` and `normalizer`
+    /// then say what it is).
+    #[serde(default)]
+    pub env_dir: Option<String>,
+    /// The environment's id (checked against the folder's, when there is one).
+    pub environment: String,
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// Starting and reference raw scores, instead of the environment's.
+    #[serde(default)]
+    pub normalizer: Option<NormalizerValues>,
+    pub participant: String,
+    pub agent: crate::session::AgentIdentity,
+    pub budget_ms: u64,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    /// The task's input as the run got it (its instructions).
+    #[serde(default)]
+    pub instructions: String,
+    /// Everything after `created`, in order: `started` first and `ended`
+    /// last; scores carry raw values only.
+    pub events: Vec<ImportedEvent>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NormalizerValues {
+    pub starting: f64,
+    pub reference: f64,
+}
+
+/// One event of an imported run, as it happened there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImportedEvent {
+    pub at: chrono::DateTime<chrono::Utc>,
+    pub active_ms: u64,
+    #[serde(flatten)]
+    pub kind: crate::session::EventKind,
 }
 
 fn default_kind() -> Kind {

@@ -245,6 +245,9 @@ pub struct SessionView {
     /// Its token and cost limits.
     #[serde(default)]
     pub limits: crate::session::RunLimits,
+    /// Where an imported run came from (read-only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imported: Option<crate::session::ImportedFrom>,
     /// Omitted in `sessions` listings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scores: Option<Vec<ScoreView>>,
@@ -359,6 +362,7 @@ impl SessionView {
             campaign: meta.campaign.clone(),
             usage: state.usage,
             limits: meta.limits,
+            imported: meta.imported.clone(),
             normalization: (show_values && !meta.scoring.unnormalized).then(|| NormalizationView {
                 starting: meta.scoring.normalizer.starting,
                 reference: meta.scoring.normalizer.reference,

@@ -11,8 +11,9 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
 use crate::protocol::{
-    Audience, ClientLine, Done, ErrorCode, HelloReply, InstructionsReply, MAX_LINE_BYTES, NO_REPLY,
-    PROTOCOL_VERSION, Push, Request, ServerLine, ShutdownReply, b64_decode, parse_client_line,
+    Audience, ClientLine, Done, ErrorCode, HelloReply, InstructionsReply, MAX_ADMIN_LINE_BYTES,
+    MAX_LINE_BYTES, NO_REPLY, PROTOCOL_VERSION, Push, Request, ServerLine, ShutdownReply,
+    b64_decode, parse_client_line,
 };
 use crate::sandbox::pty::ShellSpec;
 use crate::session::{Event, EventKind};
@@ -104,8 +105,11 @@ pub async fn serve_connection(hub: Arc<Hub>, stream: UnixStream, door: Door) {
         buf.clear();
         // Until hello, a silent peer only holds a descriptor: not for long.
         let read = if conn.role.is_none() {
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, read_bounded_line(&mut reader, &mut buf))
-                .await
+            match tokio::time::timeout(
+                HANDSHAKE_TIMEOUT,
+                read_bounded_line(&mut reader, &mut buf, MAX_LINE_BYTES),
+            )
+            .await
             {
                 Ok(read) => read,
                 Err(_) => {
@@ -118,7 +122,7 @@ pub async fn serve_connection(hub: Arc<Hub>, stream: UnixStream, door: Door) {
                 }
             }
         } else {
-            read_bounded_line(&mut reader, &mut buf).await
+            read_bounded_line(&mut reader, &mut buf, conn.line_limit()).await
         };
         match read {
             Ok(LineRead::Eof) => break,
@@ -126,7 +130,7 @@ pub async fn serve_connection(hub: Arc<Hub>, stream: UnixStream, door: Door) {
                 conn.send_error(
                     None,
                     ErrorCode::BadRequest,
-                    format!("line longer than {MAX_LINE_BYTES} bytes"),
+                    format!("line longer than {} bytes", conn.line_limit()),
                 );
                 continue;
             }
@@ -195,10 +199,11 @@ enum LineRead {
     Eof,
 }
 
-/// Reads one line of at most MAX_LINE_BYTES; a longer one is skipped whole.
+/// Reads one line of at most `limit` bytes; a longer one is skipped whole.
 async fn read_bounded_line<R: tokio::io::AsyncBufRead + Unpin>(
     reader: &mut R,
     buf: &mut Vec<u8>,
+    limit: usize,
 ) -> std::io::Result<LineRead> {
     let mut too_long = false;
     loop {
@@ -217,7 +222,7 @@ async fn read_bounded_line<R: tokio::io::AsyncBufRead + Unpin>(
             None => (available, None),
         };
         if !too_long {
-            if buf.len() + chunk.len() > MAX_LINE_BYTES {
+            if buf.len() + chunk.len() > limit {
                 too_long = true;
                 buf.clear();
             } else {
@@ -237,6 +242,15 @@ async fn read_bounded_line<R: tokio::io::AsyncBufRead + Unpin>(
 }
 
 impl Conn {
+    /// The longest line this connection may send: an admin's carries a
+    /// whole imported run (`import_run`).
+    fn line_limit(&self) -> usize {
+        match self.role {
+            Some(Role::Admin) => MAX_ADMIN_LINE_BYTES,
+            _ => MAX_LINE_BYTES,
+        }
+    }
+
     fn send(&self, line: ServerLine) {
         // A client that stopped reading is not waited for.
         let _ = self.tx.try_send(line);
@@ -320,6 +334,18 @@ impl Conn {
                 );
                 return true;
             }
+        }
+        if let Some(source) = request
+            .session()
+            .filter(|_| !request.reads_only())
+            .and_then(|session| self.hub.imported_from(session))
+        {
+            self.send_error(
+                Some(id),
+                ErrorCode::Refused,
+                format!("an imported run ({}) is read-only", source.describe()),
+            );
+            return true;
         }
         self.dispatch(id, request).await;
         true
@@ -648,10 +674,11 @@ async fn run_request(
         Request::Note { session, text } => json(hub.note(&session, text, actor).await?),
         Request::Instructions { session } => {
             let host = hub.host(&session)?;
-            let text = match &host.meta.task_family {
+            let text = match (&host.meta.task_family, &host.meta.instructions) {
                 // As the family gave them at the start.
-                Some(family) => family.instructions.clone(),
-                None => {
+                (Some(family), _) => family.instructions.clone(),
+                (None, Some(given)) => given.clone(),
+                (None, None) => {
                     let env = host.environment()?;
                     let path = env.instructions_path();
                     tokio::fs::read_to_string(&path).await.map_err(|e| {
@@ -688,6 +715,7 @@ async fn run_request(
         Request::CampaignShow { name } => json(hub.campaign_show(&name).await?),
         Request::CampaignList => json(hub.campaign_list().await?),
         Request::CampaignStop { name } => json(hub.campaign_stop(&name, actor).await?),
+        Request::ImportRun(req) => json(hub.import_run(*req, actor).await?),
         Request::Events { session } => {
             let host = hub.host(&session)?;
             let events = hub.store.events(&session).map_err(OpError::internal)?;

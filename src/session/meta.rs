@@ -121,6 +121,14 @@ pub struct SessionMeta {
     /// Token and cost limits (agents); crossing one ends the session.
     #[serde(default)]
     pub limits: super::RunLimits,
+    /// Where an imported run came from (`rebench import`): such a session
+    /// is read-only, and ran nothing here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imported: Option<super::ImportedFrom>,
+    /// The instructions as the run got them, where they are not the
+    /// environment's file (an imported run's input).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
 }
 
 impl SessionMeta {

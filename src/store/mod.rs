@@ -123,6 +123,8 @@ pub struct Store {
     sessions: sled::Tree,
     heartbeats: sled::Tree,
     campaigns: sled::Tree,
+    /// Imported runs: source key → session id (`import_session`).
+    imports: sled::Tree,
     dir: PathBuf,
     space: std::sync::Arc<space::SpaceGuard>,
     /// Whether sled compresses this store (fixed when it was made).
@@ -192,11 +194,13 @@ impl Store {
         let sessions = db.open_tree("sessions")?;
         let heartbeats = db.open_tree("heartbeat")?;
         let campaigns = db.open_tree("campaigns")?;
+        let imports = db.open_tree("imports")?;
         Ok(Store {
             db,
             sessions,
             heartbeats,
             campaigns,
+            imports,
             dir: dir.to_path_buf(),
             space: std::sync::Arc::new(space::SpaceGuard::new(dir)),
             compressed,
@@ -329,6 +333,70 @@ impl Store {
             out.push(from_json(&bytes, &format!("event {session}/{seq}"))?);
         }
         Ok(out)
+    }
+
+    /// Claims an imported run's source `key` for session `id`: None when it
+    /// is now ours, else the session that has it. A claim whose session
+    /// was never stored (`exists` says no: a crash between claim and
+    /// store) is taken over.
+    pub fn reserve_import(
+        &self,
+        key: &str,
+        id: &str,
+        exists: impl Fn(&str) -> bool,
+    ) -> Result<Option<String>> {
+        loop {
+            let current = self.imports.get(key.as_bytes())?;
+            if let Some(earlier) = &current {
+                let earlier = String::from_utf8_lossy(earlier).into_owned();
+                if exists(&earlier) {
+                    return Ok(Some(earlier));
+                }
+            }
+            if self
+                .imports
+                .compare_and_swap(key.as_bytes(), current, Some(id.as_bytes()))?
+                .is_ok()
+            {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Gives up a claim made by `reserve_import` (the run was not stored).
+    pub fn forget_import(&self, key: &str, id: &str) -> Result<()> {
+        let _ = self.imports.compare_and_swap(
+            key.as_bytes(),
+            Some(id.as_bytes()),
+            None as Option<&[u8]>,
+        )?;
+        Ok(())
+    }
+
+    /// Stores an imported run whole, durably: its events first, then its
+    /// metadata (which makes it a session), then one flush.
+    pub async fn import_session(&self, meta: &SessionMeta, events: &[Event]) -> Result<()> {
+        let tree = self.events_tree(&meta.id)?;
+        let mut batch = sled::Batch::default();
+        for event in events {
+            batch.insert(&event.seq.to_be_bytes(), to_json(event)?);
+        }
+        tree.apply_batch(batch)?;
+        if self
+            .sessions
+            .compare_and_swap(
+                meta.id.as_bytes(),
+                None as Option<&[u8]>,
+                Some(to_json(meta)?),
+            )?
+            .is_err()
+        {
+            return Err(StoreError::Corrupt {
+                what: format!("session {}", meta.id),
+                message: "a session with this id already exists".into(),
+            });
+        }
+        self.flush().await
     }
 
     /// Stores a campaign (new or changed), durably.

@@ -2,6 +2,7 @@
 
 mod budget;
 mod campaigns;
+mod imports;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -228,6 +229,13 @@ impl Hub {
     /// reason (it never silently runs unisolated).
     fn open_sandbox(&self, meta: &SessionMeta, state: &SessionState) -> Box<dyn Sandbox> {
         let groups = self.session_groups(meta, state);
+        if meta.imported.is_some() {
+            return Box::new(Unavailable::new(
+                "local",
+                "an imported run: nothing of it runs here",
+                groups,
+            ));
+        }
         let isolation = match meta.sandbox.as_deref() {
             None => Ok(self.default_backend.backend.clone()),
             Some(name) if name == self.default_backend.backend.backend_name() => {
@@ -340,16 +348,7 @@ impl Hub {
     pub async fn create(self: &Arc<Self>, req: CreateSession, by: &Actor) -> OpResult<SessionView> {
         let reservation = self.reserve_campaign_run(&req, by)?;
         check_agent_fields(&req)?;
-        let participant = req.participant.trim().to_string();
-        if participant.is_empty()
-            || participant.len() > 100
-            || participant.chars().any(char::is_control)
-        {
-            return Err(OpError::new(
-                ErrorCode::BadRequest,
-                "participant must be a name of 1 to 100 printable characters",
-            ));
-        }
+        let participant = check_participant(&req.participant)?;
         let dir = std::path::Path::new(&req.env_dir);
         let env = match &req.task {
             Some(task) => crate::environment::family::open_task(dir, task),
@@ -512,6 +511,8 @@ impl Hub {
             agent: req.agent.clone(),
             campaign: req.campaign.clone(),
             limits: req.limits,
+            imported: None,
+            instructions: None,
         };
         if let (Some(image), Some(task)) = (family_image, &env.family) {
             meta.task_family = Some(self.set_up_family(&meta, task, image, budget_ms).await?);
@@ -1656,20 +1657,42 @@ fn check_cost(cost_usd: f64) -> OpResult<()> {
     Ok(())
 }
 
+/// A participant's name, trimmed: 1 to 100 printable characters.
+fn check_participant(name: &str) -> OpResult<String> {
+    let participant = name.trim().to_string();
+    if participant.is_empty()
+        || participant.len() > 100
+        || participant.chars().any(char::is_control)
+    {
+        return Err(OpError::new(
+            ErrorCode::BadRequest,
+            "participant must be a name of 1 to 100 printable characters",
+        ));
+    }
+    Ok(participant)
+}
+
+/// An agent's identity as a client gave it.
+pub(crate) fn check_agent(agent: &crate::session::AgentIdentity) -> OpResult<()> {
+    let printable = |s: &str, max: usize| s.len() <= max && !s.chars().any(char::is_control);
+    if agent.name.trim().is_empty()
+        || !printable(&agent.name, 100)
+        || !printable(&agent.model, 200)
+        || !printable(&agent.scaffold, 1000)
+    {
+        return Err(OpError::new(
+            ErrorCode::BadRequest,
+            "agent: name (1 to 100 printable characters), model and scaffold must be printable",
+        ));
+    }
+    Ok(())
+}
+
 /// An agent's identity and limits, as a client gave them.
 fn check_agent_fields(req: &CreateSession) -> OpResult<()> {
     let bad = |m: &str| Err(OpError::new(ErrorCode::BadRequest, m.to_string()));
     if let Some(agent) = &req.agent {
-        let printable = |s: &str, max: usize| s.len() <= max && !s.chars().any(char::is_control);
-        if agent.name.trim().is_empty()
-            || !printable(&agent.name, 100)
-            || !printable(&agent.model, 200)
-            || !printable(&agent.scaffold, 1000)
-        {
-            return bad(
-                "agent: name (1 to 100 printable characters), model and scaffold must be printable",
-            );
-        }
+        check_agent(agent)?;
         if req.kind != crate::session::Kind::Agent {
             return bad("an agent identity needs kind agent");
         }

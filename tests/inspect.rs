@@ -1,0 +1,460 @@
+//! Inspect interop with the real `inspect_ai`: logs that Inspect itself
+//! wrote (a tiny task run with its offline `mockllm` model, see
+//! tests/inspect/make_logs.py) imported through the CLI and the server, and
+//! sessions exported as Inspect logs read back by `inspect_ai`.
+//!
+//! `inspect_ai` comes from `$REBENCH_INSPECT_PYTHON` (a python that has it;
+//! `.ci/run` makes one), else from `target/tmp/inspect-venv`, made here on
+//! first use from PyPI. Without it the tests print "SKIPPED: ..." and pass,
+//! unless `REBENCH_REQUIRE_INSPECT=1` (CI), which makes that a failure.
+
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use common::{TestServer, fixture_env, repo_root};
+use serde_json::Value;
+
+/// A python with `inspect_ai`, or None (after saying why) where there is none.
+fn inspect_python() -> Option<PathBuf> {
+    static PYTHON: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let found = find_or_make_python();
+            if let Err(why) = &found {
+                if std::env::var("REBENCH_REQUIRE_INSPECT").is_ok_and(|v| v == "1") {
+                    panic!("REBENCH_REQUIRE_INSPECT=1 but inspect_ai is not usable: {why}");
+                }
+                eprintln!("SKIPPED: inspect_ai is not usable here: {why}");
+            }
+            found.ok()
+        })
+        .clone()
+}
+
+fn find_or_make_python() -> Result<PathBuf, String> {
+    let has_inspect = |python: &Path| {
+        Command::new(python)
+            .args(["-c", "import inspect_ai"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if let Ok(given) = std::env::var("REBENCH_INSPECT_PYTHON") {
+        let python = PathBuf::from(given);
+        return if has_inspect(&python) {
+            Ok(python)
+        } else {
+            Err(format!("{} cannot import inspect_ai", python.display()))
+        };
+    }
+    let venv = repo_root().join("target/tmp/inspect-venv");
+    let python = venv.join("bin/python");
+    if has_inspect(&python) {
+        return Ok(python);
+    }
+    let run = |cmd: &mut Command| -> Result<(), String> {
+        let out = cmd.output().map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    };
+    run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+    run(Command::new(&python).args(["-m", "pip", "install", "-q", "inspect_ai"]))?;
+    Ok(python)
+}
+
+/// The logs make_logs.py wrote (once per test binary): `(eval, json)`.
+fn inspect_logs() -> Option<(PathBuf, PathBuf)> {
+    static LOGS: OnceLock<Option<(tempfile::TempDir, PathBuf, PathBuf)>> = OnceLock::new();
+    let made = LOGS.get_or_init(|| {
+        let python = inspect_python()?;
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(&python)
+            .arg(repo_root().join("tests/inspect/make_logs.py"))
+            .arg(dir.path())
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "make_logs.py failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let one = |sub: &str| {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(dir.path().join(sub))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            assert_eq!(files.len(), 1, "{files:?}");
+            files.remove(0)
+        };
+        let (eval, json) = (one("eval"), one("json"));
+        Some((dir, eval, json))
+    });
+    made.as_ref().map(|(_, e, j)| (e.clone(), j.clone()))
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn import(server: &TestServer, args: &[&str]) -> (Output, Value) {
+    let mut all = vec!["--json", "import", "inspect"];
+    all.extend_from_slice(args);
+    let out = server.cli(&all);
+    let json = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&out)));
+    (out, json)
+}
+
+fn ids(json: &Value) -> Vec<String> {
+    json["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn show(server: &TestServer, id: &str) -> Value {
+    let out = server.cli(&["--json", "show", id]);
+    assert!(out.status.success(), "{}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn events(server: &TestServer, id: &str) -> Vec<Value> {
+    let out = server.cli(&["events", id]);
+    assert!(out.status.success(), "{}", text(&out));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn samples_of_an_eval_log_become_read_only_agent_runs_once() {
+    let Some((eval, _)) = inspect_logs() else {
+        return;
+    };
+    let server = TestServer::start();
+    let log = eval.to_str().unwrap();
+    let (out, json) = import(&server, &[log, "--starting", "0", "--reference", "84"]);
+    // Two good samples (2 epochs of forty-two) and two that errored in Inspect.
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let imported = ids(&json);
+    assert_eq!(imported.len(), 2, "{}", text(&out));
+    let errors: Vec<&str> = json["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    for (error, epoch) in errors.iter().zip([1, 2]) {
+        assert!(
+            error.contains(log)
+                && error.contains(&format!("sample broken epoch {epoch}"))
+                && error.contains("field error")
+                && error.contains("failed on purpose"),
+            "{error}"
+        );
+    }
+
+    let mut epochs = Vec::new();
+    for id in &imported {
+        let view = show(&server, id);
+        assert_eq!(view["kind"], "agent");
+        assert_eq!(view["state"], "ended");
+        assert_eq!(view["end_reason"], "submitted");
+        assert_eq!(view["environment"], "arith");
+        assert_eq!(view["imported"]["format"], "inspect");
+        assert_eq!(view["imported"]["sample"], "forty-two");
+        assert!(
+            view["imported"]["file"]
+                .as_str()
+                .unwrap()
+                .ends_with(".eval")
+        );
+        epochs.push(view["imported"]["epoch"].as_u64().unwrap());
+        assert_eq!(view["agent"]["model"], "mockllm/model");
+        assert_eq!(view["agent"]["scaffold"], "use_tools+scored_turns");
+        // The task's working_limit is its budget.
+        assert_eq!(view["budget_s"], 300.0);
+        // Two model calls with their usage, as mockllm reported it.
+        assert_eq!(view["usage"]["model_calls"], 2);
+        assert_eq!(view["usage"]["tokens_in"], 250);
+        assert_eq!(view["usage"]["tokens_out"], 25);
+        // 0 before the model answered, 42 after: normalized by the given values.
+        let scores: Vec<(String, f64, f64)> = view["scores"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["phase"].as_str().unwrap().to_string(),
+                    s["raw"].as_f64().unwrap(),
+                    s["normalized"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            scores,
+            vec![
+                ("intermediate".to_string(), 0.0, 0.0),
+                ("intermediate".to_string(), 42.0, 0.5),
+                ("final".to_string(), 42.0, 0.5),
+            ]
+        );
+        assert_eq!(view["final"]["normalized"], 0.5);
+
+        // The transcript: the bash call with its output, and both model calls.
+        let log = events(&server, id);
+        let exec = log.iter().find(|e| e["type"] == "exec").unwrap();
+        assert_eq!(exec["command"], "echo 41 + 1 is $((41 + 1))");
+        assert_eq!(exec["stdout"], "41 + 1 is 42\n");
+        let calls: Vec<&Value> = log.iter().filter(|e| e["type"] == "model_call").collect();
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[0]["input"][0]["text"], "What is 41 + 1?");
+        assert_eq!(calls[0]["output"]["tool_calls"][0]["name"], "bash");
+        assert_eq!(calls[1]["input"][0]["role"], "tool");
+        assert_eq!(calls[1]["output"]["text"], "42");
+        let active: Vec<u64> = log
+            .iter()
+            .map(|e| e["active_ms"].as_u64().unwrap())
+            .collect();
+        assert!(active.windows(2).all(|w| w[0] <= w[1]), "{active:?}");
+        assert!(*active.last().unwrap() <= 300_000);
+        assert_eq!(log.first().unwrap()["type"], "created");
+        assert_eq!(log.last().unwrap()["type"], "ended");
+
+        // Read-only: nothing changes it.
+        for args in [
+            vec!["note", id.as_str(), "hello"],
+            vec!["score", id.as_str()],
+            vec!["extend", id.as_str(), "--by", "1h", "--reason", "x"],
+            vec!["end", id.as_str()],
+        ] {
+            let out = server.cli(&args);
+            assert!(!out.status.success(), "{args:?}: {}", text(&out));
+            assert!(text(&out).contains("read-only"), "{args:?}: {}", text(&out));
+        }
+        assert_eq!(events(&server, id).len(), log.len());
+        // The instructions are the sample's input.
+        let out = server.cli(&["--json", "show", id]);
+        assert!(out.status.success());
+    }
+    epochs.sort();
+    assert_eq!(epochs, vec![1, 2]);
+
+    // Never twice: the same log again imports nothing.
+    let (_, again) = import(&server, &[log, "--starting", "0", "--reference", "84"]);
+    assert!(ids(&again).is_empty(), "{again}");
+    let already = again["already"].as_array().unwrap();
+    assert_eq!(already.len(), 2, "{again}");
+    for (line, id) in already.iter().zip(&imported) {
+        assert!(
+            line.as_str().unwrap().contains("imported already"),
+            "{line}"
+        );
+        let _ = id;
+    }
+
+    // The report counts them as runs of their agent.
+    let out = server.cli(&["report", "--format", "json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = report["summary"].as_array().unwrap();
+    let row = rows
+        .iter()
+        .find(|r| {
+            r["environment"] == "arith" && r["group"] == "mockllm/model (use_tools+scored_turns)"
+        })
+        .unwrap_or_else(|| panic!("{report:#}"));
+    assert_eq!(row["runs"], 2);
+    assert_eq!(row["mean"]["value"], 0.5);
+}
+
+#[test]
+fn a_json_log_imports_under_a_mapped_environment_and_its_normalizer() {
+    let Some((_, json_log)) = inspect_logs() else {
+        return;
+    };
+    let server = TestServer::start();
+    let (_env_tmp, env) = fixture_env(|t| t);
+    let files = tempfile::tempdir().unwrap();
+    let map = files.path().join("map.toml");
+    std::fs::write(&map, format!("arith = {:?}\n", env.to_str().unwrap())).unwrap();
+    let (out, json) = import(
+        &server,
+        &[
+            json_log.to_str().unwrap(),
+            "--map",
+            map.to_str().unwrap(),
+            "--agent",
+            "scripted",
+        ],
+    );
+    assert_eq!(ids(&json).len(), 2, "{}", text(&out));
+    for id in ids(&json) {
+        let view = show(&server, &id);
+        assert_eq!(view["environment"], "fixed");
+        assert_eq!(view["title"], "Fixed-answer fixture");
+        assert!(!view["manifest_hash"].as_str().unwrap().is_empty());
+        assert_eq!(view["participant"], "scripted");
+        assert_eq!(view["agent"]["name"], "scripted");
+        assert!(
+            view["imported"]["file"]
+                .as_str()
+                .unwrap()
+                .ends_with(".json")
+        );
+        // fixed: log runtime, starting 4.76 ms, reference 1.6 ms. 42 is
+        // worse than the start (0); 0 has no logarithm (invalid).
+        let scores = view["scores"].as_array().unwrap();
+        assert_eq!(scores[0]["valid"], false, "{view:#}");
+        assert!(
+            scores[0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("cannot be normalized")
+        );
+        assert_eq!(scores[2]["phase"], "final");
+        assert_eq!(scores[2]["raw"], 42.0);
+        assert_eq!(scores[2]["normalized"], 0.0);
+    }
+}
+
+#[test]
+fn bad_logs_and_mappings_name_file_sample_and_field() {
+    let Some((eval, json_log)) = inspect_logs() else {
+        return;
+    };
+    let server = TestServer::start();
+    let files = tempfile::tempdir().unwrap();
+    let write = |name: &str, bytes: &[u8]| {
+        let path = files.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let bytes = std::fs::read(&eval).unwrap();
+    let truncated = write("truncated.eval", &bytes[..bytes.len() / 2]);
+    let mut log: Value = serde_json::from_slice(&std::fs::read(&json_log).unwrap()).unwrap();
+    let mut future = log.clone();
+    future["version"] = 99.into();
+    let future = write("future.json", future.to_string().as_bytes());
+    // One good sample damaged: the other good one still imports.
+    let good: Vec<usize> = (0..4)
+        .filter(|&i| log["samples"][i]["error"].is_null())
+        .collect();
+    log["samples"][good[0]]["epoch"] = "first".into();
+    let damaged = write("damaged.json", log.to_string().as_bytes());
+
+    let (out, json) = import(
+        &server,
+        &[
+            &truncated,
+            &future,
+            &damaged,
+            "--starting",
+            "0",
+            "--reference",
+            "1",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(ids(&json).len(), 1, "{}", text(&out));
+    let errors = json["errors"].to_string();
+    assert!(
+        errors.contains(&format!("{truncated}: not a readable .eval file")),
+        "{errors}"
+    );
+    assert!(
+        errors.contains(&format!(
+            "{future}: field version: log version 99 is not supported"
+        )),
+        "{errors}"
+    );
+    assert!(
+        errors.contains(&format!("{damaged}: samples[{}]", good[0]))
+            && errors.contains("field epoch"),
+        "{errors}"
+    );
+
+    // No mapping for the task, and no environment of its name.
+    let (out, json) = import(&server, &[eval.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(ids(&json).is_empty());
+    let errors = json["errors"].to_string();
+    assert!(
+        errors.contains("task arith: no environment arith") && errors.contains("--map"),
+        "{errors}"
+    );
+    let map = write("map.toml", b"other_task = \"fixed\"\n");
+    let (_, json) = import(&server, &[eval.to_str().unwrap(), "--map", &map]);
+    assert!(
+        json["errors"]
+            .to_string()
+            .contains("does not map it (it maps other_task)"),
+        "{json}"
+    );
+    let bad_map = write("bad-map.toml", b"arith = 3\n");
+    let out = server.cli(&[
+        "import",
+        "inspect",
+        eval.to_str().unwrap(),
+        "--map",
+        &bad_map,
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("bad-map.toml: arith: expected an environment id"),
+        "{}",
+        text(&out)
+    );
+
+    // A log without time limits needs --budget.
+    let mut unlimited: Value = serde_json::from_slice(&std::fs::read(&json_log).unwrap()).unwrap();
+    unlimited["eval"]["config"]["time_limit"] = Value::Null;
+    unlimited["eval"]["config"]["working_limit"] = Value::Null;
+    for sample in unlimited["samples"].as_array_mut().unwrap() {
+        sample["time_limit"] = Value::Null;
+    }
+    let unlimited = write("unlimited.json", unlimited.to_string().as_bytes());
+    let (_, json) = import(
+        &server,
+        &[&unlimited, "--starting", "0", "--reference", "1"],
+    );
+    assert!(ids(&json).is_empty());
+    assert!(
+        json["errors"].to_string().contains("give --budget"),
+        "{json}"
+    );
+    let (_, json) = import(
+        &server,
+        &[
+            &unlimited,
+            "--starting",
+            "0",
+            "--reference",
+            "1",
+            "--budget",
+            "2h",
+        ],
+    );
+    // The same eval as damaged.json, whose good sample was imported from
+    // there: a run is known by its eval, sample and epoch, not its file.
+    assert_eq!(ids(&json).len(), 1, "{json}");
+    assert_eq!(json["already"].as_array().unwrap().len(), 1, "{json}");
+    assert_eq!(show(&server, ids(&json)[0].as_str())["budget_s"], 7200.0);
+}
