@@ -458,3 +458,265 @@ fn bad_logs_and_mappings_name_file_sample_and_field() {
     assert_eq!(json["already"].as_array().unwrap().len(), 1, "{json}");
     assert_eq!(show(&server, ids(&json)[0].as_str())["budget_s"], 7200.0);
 }
+
+/// What tests/inspect/read_log.py says of `log`, read by `inspect_ai`.
+fn read_back(log: &Path) -> Value {
+    let python = inspect_python().unwrap();
+    let out = Command::new(python)
+        .arg(repo_root().join("tests/inspect/read_log.py"))
+        .arg(log)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "read_log.py: {}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn export(server: &TestServer, id: &str, to: &Path) {
+    let out = server.cli(&[
+        "export",
+        id,
+        "--format",
+        "inspect",
+        "-o",
+        to.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("wrote an Inspect eval log"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_human_session_exports_as_a_log_inspect_reads() {
+    use rebench::protocol::{Request, SessionView, b64_encode};
+    use rebench::session::{Kind, PauseReason};
+    if inspect_python().is_none() {
+        return;
+    }
+    let server = TestServer::start();
+    let (_env_tmp, env) = fixture_env(|t| t);
+    let created = server.create(&env, Some(3600), Kind::Human).await;
+    let id = created.id.clone();
+    let mut admin = server.admin().await;
+    let _: SessionView = admin
+        .call(Request::Begin {
+            session: id.clone(),
+        })
+        .await
+        .unwrap();
+    let (mut driver, shell, _) = server.drive_new_shell(&id, 100, 30).await;
+    let mut screen = String::new();
+    let typed = |text: &str| Request::ShellInput {
+        session: id.clone(),
+        shell,
+        data: b64_encode(text.as_bytes()),
+    };
+    // A typo fixed with backspace, then the reference value written.
+    driver
+        .send(typed("echo hello-inspecx\x7ft\r"))
+        .await
+        .unwrap();
+    assert!(
+        common::read_until(&mut driver, shell, "hello-inspect\r\n", &mut screen).await,
+        "{screen}"
+    );
+    driver
+        .send(typed("echo 1.6 > value && echo written\r"))
+        .await
+        .unwrap();
+    assert!(
+        common::read_until(&mut driver, shell, "written\r\n", &mut screen).await,
+        "{screen}"
+    );
+    server.score(&id).await;
+    let _: SessionView = admin
+        .call(Request::Pause {
+            session: id.clone(),
+            reason: PauseReason::Break,
+            note: Some("coffee".into()),
+        })
+        .await
+        .unwrap();
+    let _: SessionView = admin
+        .call(Request::Resume {
+            session: id.clone(),
+        })
+        .await
+        .unwrap();
+    let _: SessionView = admin
+        .call(Request::Note {
+            session: id.clone(),
+            text: "tried the log transform".into(),
+        })
+        .await
+        .unwrap();
+    let done: SessionView = admin
+        .call(Request::Submit {
+            session: id.clone(),
+            answer: None,
+        })
+        .await
+        .unwrap();
+    // Let the recorder's batch reach the store.
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+
+    let files = tempfile::tempdir().unwrap();
+    let log = files.path().join("human.eval");
+    export(&server, &id, &log);
+    let read = read_back(&log);
+    assert_eq!(read["status"], "success");
+    assert_eq!(read["task"], "fixed");
+    assert_eq!(read["model"], "human");
+    assert_eq!(read["solver"], "human");
+    assert_eq!(read["working_limit"], 3600);
+    assert_eq!(read["id"], id.as_str());
+    let instructions = std::fs::read_to_string(env.join("instructions.md")).unwrap();
+    assert_eq!(read["input"], instructions.as_str());
+    assert_eq!(read["listed"], serde_json::json!(["human.eval"]));
+    assert_eq!(read["summaries"][0]["id"], id.as_str());
+    assert_eq!(read["summaries"][0]["completed"], true);
+    // The final score: the reference value, normalized 1.
+    let final_score = &read["scores"]["runtime"];
+    assert_eq!(final_score["value"], 1.0, "{read:#}");
+    assert_eq!(final_score["answer"], "1.6 ms");
+    assert_eq!(read["results"], serde_json::json!([1.0]));
+    // Working time excludes the pause.
+    let working = read["working_time"].as_f64().unwrap();
+    assert!(
+        (working - done.active_s).abs() < 0.01,
+        "{working} vs {}",
+        done.active_s
+    );
+    assert!(read["total_time"].as_f64().unwrap() >= working);
+
+    let events = read["events"].as_array().unwrap();
+    let tools: Vec<&Value> = events.iter().filter(|e| e["event"] == "tool").collect();
+    let commands: Vec<&str> = tools
+        .iter()
+        .map(|t| t["arguments"]["cmd"].as_str().unwrap())
+        .collect();
+    assert!(commands.contains(&"echo hello-inspect"), "{commands:?}");
+    let written = tools
+        .iter()
+        .find(|t| t["arguments"]["cmd"] == "echo 1.6 > value && echo written")
+        .unwrap_or_else(|| panic!("{commands:?}"));
+    assert!(
+        written["result"].as_str().unwrap().contains("written"),
+        "{written}"
+    );
+    // The score log: starting (intermediate), the one asked for, the final.
+    let scores: Vec<(f64, bool)> = events
+        .iter()
+        .filter(|e| e["event"] == "score")
+        .map(|e| {
+            (
+                e["value"].as_f64().unwrap(),
+                e["intermediate"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        scores,
+        vec![(0.0, true), (1.0, true), (1.0, false)],
+        "{events:#?}"
+    );
+    let infos: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "info")
+        .map(|e| &e["data"])
+        .collect();
+    assert!(
+        infos
+            .iter()
+            .any(|d| d["paused"] == "break" && d["note"] == "coffee"),
+        "{infos:?}"
+    );
+    assert!(infos.iter().any(|d| d["resumed"].is_string()), "{infos:?}");
+    assert!(
+        infos.iter().any(|d| d["note"] == "tried the log transform"),
+        "{infos:?}"
+    );
+    let starts: Vec<f64> = events
+        .iter()
+        .map(|e| e["working_start"].as_f64().unwrap())
+        .collect();
+    assert!(starts.windows(2).all(|w| w[0] <= w[1]), "{starts:?}");
+
+    // A human's export is no agent run: it does not import (here or elsewhere).
+    let elsewhere = TestServer::start();
+    let (_, json) = import(
+        &elsewhere,
+        &[log.to_str().unwrap(), "--starting", "0", "--reference", "1"],
+    );
+    assert!(ids(&json).is_empty(), "{json}");
+    assert!(
+        json["errors"]
+            .to_string()
+            .contains("a human session exported by rebench"),
+        "{json}"
+    );
+}
+
+#[test]
+fn an_imported_run_exports_back_with_its_model_calls_and_is_not_imported_again() {
+    let Some((eval, _)) = inspect_logs() else {
+        return;
+    };
+    let server = TestServer::start();
+    let (_, json) = import(
+        &server,
+        &[
+            eval.to_str().unwrap(),
+            "--starting",
+            "0",
+            "--reference",
+            "84",
+        ],
+    );
+    let id = ids(&json)[0].clone();
+    let files = tempfile::tempdir().unwrap();
+    let log = files.path().join("agent.eval");
+    export(&server, &id, &log);
+    let read = read_back(&log);
+    assert_eq!(read["task"], "arith");
+    assert_eq!(read["model"], "mockllm/model");
+    assert_eq!(read["solver"], "use_tools+scored_turns");
+    assert_eq!(read["input"], "What is 41 + 1?");
+    assert_eq!(read["scores"]["score"]["value"], 0.5);
+    assert_eq!(read["model_usage"]["mockllm/model"], 275);
+    assert_eq!(
+        read["messages"],
+        serde_json::json!(["user", "assistant", "tool", "assistant"])
+    );
+    let events = read["events"].as_array().unwrap();
+    let models: Vec<&Value> = events.iter().filter(|e| e["event"] == "model").collect();
+    assert_eq!(models.len(), 2);
+    assert_eq!(
+        models[1]["input"],
+        serde_json::json!(["user", "assistant", "tool"])
+    );
+    assert_eq!(models[1]["completion"], "42");
+    let tool = events.iter().find(|e| e["event"] == "tool").unwrap();
+    assert_eq!(tool["arguments"]["cmd"], "echo 41 + 1 is $((41 + 1))");
+
+    // Our own export is not a new run of the agent.
+    let (out, again) = import(
+        &server,
+        &[
+            log.to_str().unwrap(),
+            "--starting",
+            "0",
+            "--reference",
+            "84",
+        ],
+    );
+    assert!(ids(&again).is_empty(), "{}", text(&out));
+    assert!(
+        again["errors"]
+            .to_string()
+            .contains(&format!("an export of session {id}")),
+        "{again}"
+    );
+}

@@ -115,6 +115,25 @@ pub async fn import(
                 continue;
             }
         };
+        if let Some(session) = log.header.eval.eval_id.strip_prefix("rebench-")
+            && client
+                .call::<SessionView>(Request::Show {
+                    session: session.to_string(),
+                })
+                .await
+                .is_ok()
+        {
+            outcome.errors.push(format!(
+                "{file}: an export of session {session} of this store: not imported again"
+            ));
+            continue;
+        }
+        if log.header.eval.rebench_kind() == Some("human") {
+            outcome.errors.push(format!(
+                "{file}: field eval.metadata.rebench.kind: a human session exported by rebench; Inspect logs import as agent runs"
+            ));
+            continue;
+        }
         let task = &log.header.eval.task;
         let choices = match target(task, args, map.as_ref(), &search, normalizer) {
             Ok(target) => Choices {

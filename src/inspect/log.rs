@@ -77,6 +77,19 @@ pub struct EvalSpec {
     pub created: DateTime<Utc>,
     #[serde(default)]
     pub config: Limits,
+    #[serde(default)]
+    pub metadata: Option<Value>,
+}
+
+impl EvalSpec {
+    /// The kind of session rebench exported this log from (`human`, `agent`), if it did.
+    pub fn rebench_kind(&self) -> Option<&str> {
+        self.metadata
+            .as_ref()?
+            .get("rebench")?
+            .get("kind")?
+            .as_str()
+    }
 }
 
 /// The limits a sample ran under (the eval's `config`, or the sample's own fields).

@@ -3,8 +3,10 @@
 //! writes a session as an Inspect eval log. See docs/inspect.md.
 
 pub mod convert;
+pub mod export;
 pub mod import;
 pub mod log;
+pub mod terminal;
 
 /// `rebench import …`
 #[derive(clap::Subcommand, Debug)]

@@ -104,6 +104,7 @@ pub fn read(bytes: &[u8], file: &str) -> anyhow::Result<SessionRecording> {
         events: Vec::new(),
         chunks: Vec::new(),
         damage: None,
+        instructions: None,
     };
     for line in rest {
         if let Err(message) = read_record(line, &mut rec) {

@@ -38,6 +38,8 @@ pub enum ExportFormat {
     AsciicastV2,
     AsciicastV3,
     Jsonl,
+    /// An Inspect eval log (`.eval`, a zip): see docs/inspect.md.
+    Inspect,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -87,11 +89,13 @@ pub async fn export(args: ExportArgs, paths: &DataPaths) -> anyhow::Result<i32> 
         eprintln!("rebench export: {note}");
     }
     if let Some(path) = &args.output {
-        eprintln!(
-            "rebench export: wrote {} lines to {}",
-            summary.lines,
-            path.display()
-        );
+        let what = match args.format {
+            ExportFormat::Inspect => {
+                format!("an Inspect eval log (one sample, {} events)", summary.lines)
+            }
+            _ => format!("{} lines", summary.lines),
+        };
+        eprintln!("rebench export: wrote {what} to {}", path.display());
     }
     Ok(0)
 }
@@ -125,6 +129,15 @@ pub fn write_export(
             return Ok(ExportSummary {
                 lines: counter.lines,
                 shell,
+                notes: Vec::new(),
+            });
+        }
+        ExportFormat::Inspect => {
+            let written = crate::inspect::export::write(rec, out)?;
+            // `lines` counts the sample's events here.
+            return Ok(ExportSummary {
+                lines: written.events,
+                shell: None,
                 notes: Vec::new(),
             });
         }

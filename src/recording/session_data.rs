@@ -28,6 +28,8 @@ pub struct SessionRecording {
     pub chunks: Vec<RecordedChunk>,
     /// Set when read from a damaged file (see `Timeline::damage`).
     pub damage: Option<String>,
+    /// The session's instructions, where the server could give them.
+    pub instructions: Option<String>,
 }
 
 impl SessionRecording {
@@ -127,11 +129,20 @@ pub async fn fetch(
             }
         }
     }
+    // Best effort: an environment folder that is gone only loses them.
+    let instructions = client
+        .call::<crate::protocol::InstructionsReply>(Request::Instructions {
+            session: session.to_string(),
+        })
+        .await
+        .ok()
+        .map(|reply| reply.instructions);
     Ok(SessionRecording {
         session: view,
         events,
         chunks,
         damage: None,
+        instructions,
     })
 }
 
