@@ -720,3 +720,177 @@ fn an_imported_run_exports_back_with_its_model_calls_and_is_not_imported_again()
         "{again}"
     );
 }
+
+/// A minimal imported run for protocol tests (no Python needed).
+fn minimal_run(sample: &str) -> rebench::protocol::ImportRun {
+    use rebench::protocol::{ImportRun, ImportedEvent, NormalizerValues};
+    use rebench::session::{AgentIdentity, EndReason, EventKind, ImportedFrom};
+    let at = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+        .unwrap()
+        .to_utc();
+    let event = |secs: i64, kind: EventKind| ImportedEvent {
+        at: at + chrono::Duration::seconds(secs),
+        active_ms: secs as u64 * 1000,
+        kind,
+    };
+    ImportRun {
+        source: ImportedFrom {
+            format: "inspect".into(),
+            file: "/logs/a.eval".into(),
+            log: "E1".into(),
+            task: "arith".into(),
+            sample: sample.into(),
+            epoch: 1,
+            normalization_given: false,
+        },
+        env_dir: None,
+        environment: "arith".into(),
+        profile: None,
+        normalizer: Some(NormalizerValues {
+            starting: 0.0,
+            reference: 1.0,
+        }),
+        participant: "agent-x".into(),
+        agent: AgentIdentity {
+            name: "agent-x".into(),
+            model: "m".into(),
+            scaffold: "s".into(),
+        },
+        budget_ms: 60_000,
+        created_at: at,
+        instructions: "do it".into(),
+        events: vec![
+            event(
+                0,
+                EventKind::Started {
+                    by: "inspect".into(),
+                },
+            ),
+            event(
+                5,
+                EventKind::Note {
+                    text: "hi".into(),
+                    by: "inspect".into(),
+                },
+            ),
+            event(
+                9,
+                EventKind::Ended {
+                    reason: EndReason::Submitted,
+                    by: "inspect".into(),
+                    note: None,
+                },
+            ),
+        ],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_run_checks_its_events_and_takes_a_run_once_under_races() {
+    use rebench::client::ClientError;
+    use rebench::protocol::{ErrorCode, Request, SessionView};
+    use rebench::session::EventKind;
+    let server = TestServer::start();
+    let mut admin = server.admin().await;
+    let refused = |r: Result<SessionView, ClientError>| match r {
+        Err(ClientError::Server { code, message }) => (code, message),
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+
+    let mut back = minimal_run("a");
+    back.events[1].active_ms = 20_000;
+    let (code, message) = refused(admin.call(Request::ImportRun(Box::new(back))).await);
+    assert_eq!(code, ErrorCode::BadRequest);
+    assert_eq!(message, "events[2]: time goes back");
+
+    let mut created = minimal_run("a");
+    created.events[1].kind = EventKind::Created { by: "x".into() };
+    let (_, message) = refused(admin.call(Request::ImportRun(Box::new(created))).await);
+    assert!(
+        message.contains("events[1]: created is not allowed"),
+        "{message}"
+    );
+
+    let mut unended = minimal_run("a");
+    unended.events.pop();
+    let (_, message) = refused(admin.call(Request::ImportRun(Box::new(unended))).await);
+    assert!(message.contains("ends with ended"), "{message}");
+
+    let mut no_values = minimal_run("a");
+    no_values.normalizer = None;
+    let (_, message) = refused(admin.call(Request::ImportRun(Box::new(no_values))).await);
+    assert!(
+        message.contains("give its starting and reference"),
+        "{message}"
+    );
+
+    // Eight clients import the same run at once: one session results.
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let mut client = server.admin().await;
+        tasks.push(tokio::spawn(async move {
+            client
+                .call::<SessionView>(Request::ImportRun(Box::new(minimal_run("raced"))))
+                .await
+        }));
+    }
+    let mut made = Vec::new();
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(view) => made.push(view.id),
+            Err(ClientError::Server { code, message }) => {
+                assert_eq!(code, ErrorCode::Refused);
+                assert!(message.contains("imported already"), "{message}");
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(made.len(), 1, "{made:?}");
+    let list: Vec<SessionView> = admin.call(Request::ListSessions).await.unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].imported.as_ref().unwrap().sample, "raced");
+
+    // A participant token reaches no import, and not even its own session's changes.
+    let mut participant = server.participant(&made[0]).await;
+    let (code, _) = refused(
+        participant
+            .call(Request::ImportRun(Box::new(minimal_run("p"))))
+            .await,
+    );
+    assert_eq!(code, ErrorCode::Forbidden);
+    let (code, message) = refused(
+        participant
+            .call(Request::Submit {
+                session: made[0].clone(),
+                answer: None,
+            })
+            .await,
+    );
+    assert_eq!(code, ErrorCode::Refused);
+    assert!(message.contains("read-only"), "{message}");
+
+    // It survives a restart, still known (and still read-only).
+    drop(participant);
+    drop(admin);
+    let mut server = server;
+    server.kill9();
+    server.spawn();
+    let mut admin = server.admin().await;
+    let (_, message) = refused(
+        admin
+            .call(Request::ImportRun(Box::new(minimal_run("raced"))))
+            .await,
+    );
+    assert!(
+        message.contains(&format!("as session {}", made[0])),
+        "{message}"
+    );
+    let view: SessionView = admin
+        .call(Request::Show {
+            session: made[0].clone(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(view.state, rebench::session::Phase::Ended);
+    assert_eq!(view.notes.len(), 1);
+}

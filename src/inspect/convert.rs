@@ -160,10 +160,18 @@ pub fn run(
     })
 }
 
-/// The sample's working limit (the time that excludes waits, as our budget
-/// does), else its clock limit: its own, else the eval's.
+/// The time limit the sample hit, else its working limit (the time that
+/// excludes waits, as our budget does), else its clock limit: its own, else
+/// the eval's.
 fn budget(header: &Header, sample: &Sample) -> Result<u64, String> {
+    // The limit the sample hit is the one it ran under.
+    let hit = sample
+        .limit
+        .as_ref()
+        .filter(|l| matches!(l.kind.as_str(), "working" | "time"))
+        .and_then(|l| l.limit);
     let limit = [
+        hit,
         sample.limits.working_limit,
         header.eval.config.working_limit,
         sample.limits.time_limit,
@@ -628,4 +636,182 @@ fn cut(text: &str) -> String {
         end -= 1;
     }
     format!("{}…", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn header(config: Value) -> Header {
+        serde_json::from_value(json!({
+            "version": 2,
+            "eval": {"task": "t", "model": "m/x", "created": "2026-01-01T00:00:00Z",
+                     "config": config},
+            "plan": {"steps": [{"solver": "a"}, {"solver": "b"}]},
+        }))
+        .unwrap()
+    }
+
+    fn sample(extra: Value) -> Sample {
+        let mut base = json!({
+            "id": 7, "epoch": 1, "input": "do it",
+            "started_at": "2026-01-01T00:00:00Z",
+            "completed_at": "2026-01-01T00:01:40Z",
+            "total_time": 100.0, "working_time": 60.0,
+            "scores": {"s": {"value": "C"}},
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            base[k] = v.clone();
+        }
+        serde_json::from_value(base).unwrap()
+    }
+
+    fn kinds(run: &ImportRun) -> Vec<&'static str> {
+        run.events.iter().map(|e| e.kind.name()).collect()
+    }
+
+    #[test]
+    fn score_values_read_as_inspect_reads_them() {
+        for (value, want) in [
+            (json!(0.25), Some(0.25)),
+            (json!(true), Some(1.0)),
+            (json!("C"), Some(1.0)),
+            (json!("I"), Some(0.0)),
+            (json!("P"), Some(0.5)),
+            (json!(" 3.5 "), Some(3.5)),
+            (json!("yes"), Some(1.0)),
+            (json!("maybe"), None),
+            (json!([1, 2]), None),
+            (json!({"a": 1}), None),
+        ] {
+            assert_eq!(raw_value(&value).ok(), want, "{value}");
+        }
+        assert!(
+            raw_value(&json!("maybe"))
+                .unwrap_err()
+                .contains("\"maybe\"")
+        );
+    }
+
+    #[test]
+    fn the_budget_is_the_working_limit_first_then_the_time_limit() {
+        let s = sample(json!({}));
+        let both = header(json!({"time_limit": 600, "working_limit": 300}));
+        assert_eq!(budget(&both, &s), Ok(300_000));
+        let time_only = header(json!({"time_limit": 600}));
+        assert_eq!(budget(&time_only, &s), Ok(600_000));
+        let own = sample(json!({"time_limit": 120}));
+        assert_eq!(budget(&time_only, &own), Ok(120_000));
+        let none = header(json!({}));
+        assert!(budget(&none, &s).unwrap_err().contains("--budget"));
+    }
+
+    #[test]
+    fn a_sample_becomes_started_events_final_score_ended() {
+        let s = sample(json!({
+            "limit": {"type": "working", "limit": 60},
+            "events_data": {"messages": [
+                {"role": "user", "content": "do it"},
+                {"role": "assistant", "content": [{"type": "text", "text": "ok"}],
+                 "tool_calls": [{"id": "c1", "function": "bash", "arguments": {"cmd": "ls"}}]},
+                {"role": "tool", "content": "a b", "tool_call_id": "c1"},
+            ]},
+            "events": [
+                {"event": "span_begin", "timestamp": "2026-01-01T00:00:00Z", "working_start": 9999.0, "name": "init"},
+                {"event": "model", "timestamp": "2026-01-01T00:00:01Z", "working_start": 1.0,
+                 "model": "m/x", "input": [], "input_refs": [[0, 1]],
+                 "output": {"choices": [{"message": {"role": "assistant", "content": "ok",
+                    "tool_calls": [{"id": "c1", "function": "bash", "arguments": {"cmd": "ls"}}]},
+                    "stop_reason": "tool_calls"}],
+                    "usage": {"input_tokens": 10, "output_tokens": 2, "total_cost": 0.01}}},
+                {"event": "tool", "timestamp": "2026-01-01T00:00:02Z", "working_start": 2.0,
+                 "function": "bash", "arguments": {"cmd": "ls"}, "result": "a b"},
+                {"event": "score", "timestamp": "2026-01-01T00:00:30Z", "working_start": 30.0,
+                 "score": {"value": 0.5}, "intermediate": true},
+                {"event": "model", "timestamp": "2026-01-01T00:00:40Z", "working_start": 40.0,
+                 "model": "m/x", "input": [], "input_refs": [[0, 3]],
+                 "output": {"choices": [{"message": {"role": "assistant", "content": "done"}}]}},
+                {"event": "score", "timestamp": "2026-01-01T00:01:39Z", "working_start": 59.0,
+                 "score": {"value": "C"}, "intermediate": false},
+            ],
+        }));
+        let run = run("f.eval", "E1", &header(json!({})), &s, &Choices::default()).unwrap();
+        assert_eq!(
+            kinds(&run),
+            [
+                "started",
+                "model_call",
+                "exec",
+                "scored",
+                "model_call",
+                "scored",
+                "ended"
+            ]
+        );
+        assert_eq!(run.budget_ms, 60_000, "the sample's limit wins");
+        assert_eq!(run.agent.name, "m/x (a+b)");
+        assert_eq!(run.source.sample, "7");
+        assert_eq!(run.instructions, "do it");
+        let active: Vec<u64> = run.events.iter().map(|e| e.active_ms).collect();
+        assert_eq!(active, [0, 1000, 2000, 30_000, 40_000, 60_000, 60_000]);
+        let EventKind::ModelCall(second) = &run.events[4].kind else {
+            panic!()
+        };
+        // Only what the first call had not seen: the tool's result.
+        assert_eq!(second.input.len(), 1);
+        assert_eq!(second.input[0].role, Role::Tool);
+        assert_eq!(second.request_messages, 3);
+        let EventKind::ModelCall(first) = &run.events[1].kind else {
+            panic!()
+        };
+        assert_eq!(
+            (first.tokens_in, first.tokens_out, first.cost_usd),
+            (10, 2, 0.01)
+        );
+        assert_eq!(first.output.tool_calls[0].arguments, r#"{"cmd":"ls"}"#);
+        let EventKind::Scored { entry } = &run.events[5].kind else {
+            panic!()
+        };
+        assert_eq!((entry.phase, entry.raw), (ScorePhase::Final, Some(1.0)));
+        let EventKind::Ended { reason, note, .. } = &run.events[6].kind else {
+            panic!()
+        };
+        assert_eq!(*reason, EndReason::BudgetExhausted);
+        assert!(note.as_deref().unwrap().contains("working limit"));
+    }
+
+    #[test]
+    fn a_reference_outside_the_pool_names_the_event_and_field() {
+        let s = sample(json!({"events": [
+            {"event": "model", "timestamp": "2026-01-01T00:00:01Z", "model": "m",
+             "input": [], "input_refs": [[0, 5]], "output": {"choices": []}},
+        ]}));
+        let err = run(
+            "f",
+            "E",
+            &header(json!({"time_limit": 10})),
+            &s,
+            &Choices::default(),
+        )
+        .unwrap_err();
+        assert!(
+            err.starts_with("field events[0]: model event: field input_refs"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_missing_scorer_is_named_with_the_ones_there() {
+        let s = sample(json!({}));
+        let choices = Choices {
+            scorer: Some("other".into()),
+            ..Choices::default()
+        };
+        let err = run("f", "E", &header(json!({"time_limit": 10})), &s, &choices).unwrap_err();
+        assert!(
+            err.contains("no scorer \"other\" (the sample has s)"),
+            "{err}"
+        );
+    }
 }

@@ -18,7 +18,42 @@ use crate::server::host::{OpError, OpResult};
 /// Most events one imported run may carry.
 const MAX_IMPORTED_EVENTS: usize = 500_000;
 
+/// Holds a source key while its run is being imported: a second import
+/// of it meanwhile is refused (the store's claim alone cannot tell a claim
+/// in progress from one a crash left).
+struct Importing<'a> {
+    hub: &'a Hub,
+    key: String,
+}
+
+impl Drop for Importing<'_> {
+    fn drop(&mut self) {
+        self.hub
+            .imports_in_progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.key);
+    }
+}
+
 impl Hub {
+    fn importing(&self, key: &str) -> OpResult<Importing<'_>> {
+        let mut held = self
+            .imports_in_progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if !held.insert(key.to_string()) {
+            return Err(OpError::new(
+                ErrorCode::Refused,
+                "imported already (an import of this run is in progress)",
+            ));
+        }
+        Ok(Importing {
+            hub: self,
+            key: key.to_string(),
+        })
+    }
+
     /// Where a session came from, when it was imported (such a session is read-only).
     pub fn imported_from(&self, session: &str) -> Option<ImportedFrom> {
         self.host(session).ok()?.meta.imported.clone()
@@ -30,8 +65,9 @@ impl Hub {
         check_source(&req.source)?;
         let (env, plan) = import_plan(&req)?;
         check_events(&req, &req.events)?;
-        let id = self.fresh_id()?;
         let key = req.source.key();
+        let _importing = self.importing(&key)?;
+        let id = self.fresh_id()?;
         if let Some(earlier) = self
             .store
             .reserve_import(&key, &id, |earlier| self.host(earlier).is_ok())

@@ -113,6 +113,8 @@ pub struct Hub {
     pub campaign_runners: Mutex<HashMap<String, campaigns::Runner>>,
     /// Campaign runs whose session is being made right now.
     pub campaign_runs_starting: Mutex<std::collections::HashSet<crate::session::CampaignRunRef>>,
+    /// Source keys of runs being imported right now (`imports`).
+    pub imports_in_progress: Mutex<std::collections::HashSet<String>>,
     pub shutdown: tokio::sync::Notify,
     /// Set once the server begins an orderly stop; every connection then
     /// pushes `server_shutdown` to its client.
@@ -161,6 +163,7 @@ impl Hub {
             keep_containers: std::env::var("REBENCH_KEEP_CONTAINERS").is_ok_and(|v| v == "1"),
             campaign_runners: Mutex::new(HashMap::new()),
             campaign_runs_starting: Mutex::new(std::collections::HashSet::new()),
+            imports_in_progress: Mutex::new(std::collections::HashSet::new()),
             shutdown: tokio::sync::Notify::new(),
             closing: tokio::sync::watch::Sender::new(false),
         })
