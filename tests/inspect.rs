@@ -285,8 +285,9 @@ fn samples_of_an_eval_log_become_read_only_agent_runs_once() {
     assert_eq!(row["mean"]["value"], 0.5);
 }
 
-#[test]
-fn a_json_log_imports_under_a_mapped_environment_and_its_normalizer() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_log_imports_under_a_mapped_environment_and_its_normalizer() {
+    use rebench::protocol::{Request, SessionView};
     let Some((_, json_log)) = inspect_logs() else {
         return;
     };
@@ -333,6 +334,41 @@ fn a_json_log_imports_under_a_mapped_environment_and_its_normalizer() {
         assert_eq!(scores[2]["raw"], 42.0);
         assert_eq!(scores[2]["normalized"], 0.0);
     }
+
+    // A human who reached the reference in a run of the same length: the
+    // report compares the imported agent against them.
+    let human = server
+        .create(&env, Some(300), rebench::session::Kind::Human)
+        .await;
+    let mut admin = server.admin().await;
+    let _: SessionView = admin
+        .call(Request::Begin {
+            session: human.id.clone(),
+        })
+        .await
+        .unwrap();
+    std::fs::write(Path::new(&human.workspace).join("value"), "1.6").unwrap();
+    let _: SessionView = admin
+        .call(Request::Submit {
+            session: human.id.clone(),
+            answer: None,
+        })
+        .await
+        .unwrap();
+    let out = server.cli(&["report", "--format", "json", "--budgets", "10m"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = report["comparison"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["group"] == "scripted")
+        .unwrap_or_else(|| panic!("{:#}", report["comparison"]));
+    assert_eq!(row["environments"], serde_json::json!(["fixed"]));
+    assert_eq!(row["human"]["estimate"]["value"], 1.0, "{row:#}");
+    assert_eq!(row["agent"]["estimate"]["value"], 0.0, "{row:#}");
+    assert_eq!(row["agent"]["runs"], 2, "{row:#}");
+    assert_eq!(report["best_agent"][0]["group"], "scripted");
 }
 
 #[test]

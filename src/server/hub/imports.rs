@@ -252,9 +252,10 @@ fn normalized(kind: EventKind, plan: &ScoringPlan) -> EventKind {
             Some(value) => entry.normalized = Some(value),
             None => {
                 entry.valid = false;
+                let raw = entry.raw.map_or_else(|| "none".into(), |r| r.to_string());
                 entry.message = format!(
-                    "{} (the raw score {:?} cannot be normalized)",
-                    entry.message, entry.raw
+                    "{} (the raw score {raw} cannot be normalized)",
+                    entry.message
                 );
             }
         }
