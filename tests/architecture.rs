@@ -18,7 +18,7 @@ const LAYERS: &[&[&str]] = &[
     &["protocol"],
     &["server"],
     &["client"],
-    &["recording", "report", "campaign"],
+    &["recording", "report", "campaign", "inspect"],
     &["tui"],
     &["cli"],
 ];

@@ -6,7 +6,7 @@ mod env_bench;
 mod env_calibrate;
 mod env_cmd;
 mod print;
-pub(crate) mod session_cmd;
+mod session_cmd;
 mod task;
 
 use std::path::PathBuf;

@@ -91,8 +91,15 @@ pub async fn import(
     args: &ImportInspectArgs,
     paths: &DataPaths,
 ) -> anyhow::Result<ImportOutcome> {
-    let budget_ms = crate::cli::session_cmd::optional_seconds(args.budget.as_deref(), "--budget")?
-        .map(|s| (s * 1000.0).round() as u64);
+    let budget_ms = args
+        .budget
+        .as_deref()
+        .map(|text| {
+            crate::environment::duration::parse_duration(text)
+                .map(|d| d.as_millis() as u64)
+                .map_err(|e| anyhow::anyhow!("--budget: {e}"))
+        })
+        .transpose()?;
     let map = match &args.map {
         Some(file) => Some(read_map(file)?),
         None => None,
