@@ -215,7 +215,7 @@ pub struct Usage {
 
 /// Reads a log, telling the two formats apart by content (a zip starts with `PK`).
 pub fn read(path: &Path) -> anyhow::Result<InspectLog> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let bytes = std::fs::read(path).context("cannot read the file")?;
     let sha256 = format!("{:x}", <sha2::Sha256 as sha2::Digest>::digest(&bytes));
     let (header, samples) = if bytes.starts_with(b"PK") {
         read_zip(&bytes)?
