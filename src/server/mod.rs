@@ -140,7 +140,7 @@ async fn shut_down(hub: &Arc<hub::Hub>) {
             shell.kill();
         }
     }
-    if let Err(e) = hub.store.flush().await {
+    if let Err(e) = hub.store.flush_all().await {
         tracing::error!("final flush failed: {e}");
     }
     // Let the connections' writers deliver the pauses and the notice.
@@ -259,7 +259,7 @@ async fn flush_recordings(hub: Arc<hub::Hub>) {
     let mut was_low = false;
     loop {
         tick.tick().await;
-        if let Err(e) = store.flush().await {
+        if let Err(e) = store.flush_all().await {
             tracing::error!("recording flush failed: {e}");
         }
         // The flush looked at the free space: tell the sessions when it changed.

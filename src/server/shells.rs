@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 
 use crate::protocol::{AttachMode, AttachReply, Push, ServerLine, ShellInfo, b64_encode};
 use crate::sandbox::pty::{PtyShell, ShellExit, ShellSpec};
-use crate::store::{Chunk, ChunkKind, Store};
+use crate::store::{Chunk, ChunkKind, ShellRecording, Store};
 
 /// History lines an attach reply carries before the screen (a workspace
 /// coming back, a proctor's mirror: both can scroll back through them).
@@ -42,7 +42,6 @@ struct Screen {
     exit: Option<ShellExit>,
     driver: Option<Subscriber>,
     watchers: Vec<Subscriber>,
-    next_chunk: u64,
     /// When input last reached it: a workspace that attaches again opens
     /// the tab the expert last typed into.
     last_input_at: Option<chrono::DateTime<chrono::Utc>>,
@@ -67,7 +66,7 @@ pub struct ShellHost {
     pub id: u32,
     pub pid: Option<i32>,
     session: String,
-    store: Store,
+    recording: ShellRecording,
     active: ActiveClock,
     /// Keystrokes go into the recording only when the session records input.
     record_input: bool,
@@ -99,6 +98,7 @@ impl ShellHost {
             quota,
             on_quota,
         } = recorder;
+        let recording = store.recorder(session, id)?;
         let (pty, mut reader) = PtyShell::spawn(spec)?;
         let pid = pty.pid().map(|p| p as i32);
         let (cmd_tx, cmd_rx) = std::sync::mpsc::channel();
@@ -125,12 +125,11 @@ impl ShellHost {
                 }
             })?;
 
-        let next_chunk = store.next_chunk_seq(session, id).unwrap_or(0);
         let host = Arc::new(ShellHost {
             id,
             pid,
             session: session.to_string(),
-            store,
+            recording,
             active,
             record_input,
             quota,
@@ -143,7 +142,6 @@ impl ShellHost {
                 exit: None,
                 driver: None,
                 watchers: Vec::new(),
-                next_chunk,
                 last_input_at: None,
             }),
         });
@@ -166,7 +164,8 @@ impl ShellHost {
         self.record_locked(&mut screen, kind, data);
     }
 
-    fn record_locked(&self, screen: &mut Screen, kind: ChunkKind, data: Vec<u8>) {
+    /// Under the screen lock, so chunks are numbered in the order the screen saw them.
+    fn record_locked(&self, _screen: &mut Screen, kind: ChunkKind, data: Vec<u8>) {
         if matches!(kind, ChunkKind::Output | ChunkKind::Input) {
             match self.quota.charge(data.len()) {
                 super::quota::Charge::Record => {}
@@ -183,10 +182,8 @@ impl ShellHost {
             active_ms: (self.active)(),
             data,
         };
-        let seq = screen.next_chunk;
-        screen.next_chunk += 1;
-        match self.store.record(&self.session, self.id, seq, &chunk) {
-            Ok(()) => {}
+        match self.recording.record(&chunk) {
+            Ok(_) => {}
             // Said once, by the store, when the disk ran low.
             Err(crate::store::StoreError::DiskLow { .. }) => {}
             Err(e) => {

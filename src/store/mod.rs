@@ -6,13 +6,19 @@
 //! - `sessions`: id → `SessionMeta` (JSON)
 //! - `events/<id>`: seq (u64 BE) → `Event` (JSON)
 //! - `heartbeat`: id → `{at, active_ms}` (JSON), overwritten every few seconds
-//! - `rec/<id>`: (shell u32 BE, seq u64 BE) → `recording::Chunk` (binary)
 //! - `campaigns`: name → `CampaignRecord` (JSON)
+//! - `imports`: imported run's source key → session id
+//!
+//! Terminal recordings live beside the database, not in it: one append-only
+//! file per shell, `recordings/<id>/<shell>.rec` (see `recording_file`).
 
 pub mod recording;
+pub mod recording_file;
 pub mod space;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -20,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::session::campaign::CampaignRecord;
 use crate::session::{Event, SessionMeta};
 pub use recording::{Chunk, ChunkKind};
+use recording_file::RecordingWriter;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -59,13 +66,15 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 /// The store's layout version. 1: no version recorded (every data dir made
 /// before versioning). 2: the same trees; sessions and events gained
 /// optional fields only (read with serde defaults), so a 1 opens as is.
+/// 3: terminal recordings are files beside the database, no longer the
+/// `rec/<id>` trees (keyed by shell u32 BE and chunk u64 BE).
 /// A migration that rewrites data goes in `check_schema`, keyed by version.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 const SCHEMA_KEY: &[u8] = b"schema_version";
 
 /// Refuses a store made by a newer rebench; records the current version
 /// on an older one (after migrating it, when a version needs that).
-fn check_schema(db: &sled::Db, dir: &Path) -> Result<()> {
+fn check_schema(db: &sled::Db, dir: &Path, recordings: &Path) -> Result<()> {
     let found = match db.get(SCHEMA_KEY)? {
         None => 1,
         Some(bytes) => match <[u8; 4]>::try_from(bytes.as_ref()) {
@@ -86,12 +95,95 @@ fn check_schema(db: &sled::Db, dir: &Path) -> Result<()> {
         });
     }
     if found < SCHEMA_VERSION {
-        // 1 -> 2: nothing to rewrite.
+        // 1 -> 2: nothing to rewrite. 2 -> 3: recordings move to files.
+        if found < 3 {
+            migrate_recordings(db, recordings)?;
+        }
         db.insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes())?;
         db.flush()?;
         tracing::info!(from = found, to = SCHEMA_VERSION, "store upgraded");
     }
     Ok(())
+}
+
+/// Moves each `rec/<id>` tree (schema 2 and before) into recording files:
+/// written whole under a temporary name, renamed into place, and only
+/// then is the tree dropped, so a crash part way leaves every recording in
+/// one of the two places (a rerun redoes the session it was at).
+fn migrate_recordings(db: &sled::Db, recordings: &Path) -> Result<()> {
+    for name in db.tree_names() {
+        let Some(id) = name.strip_prefix(b"rec/") else {
+            continue;
+        };
+        let id = String::from_utf8_lossy(id).into_owned();
+        let tree = db.open_tree(&name)?;
+        let target = session_recordings(recordings, &id)?;
+        let partial = recordings.join(format!(".{id}.migrating"));
+        let _ = std::fs::remove_dir_all(&partial);
+        let mut writers: HashMap<u32, RecordingWriter> = HashMap::new();
+        for item in tree.iter() {
+            let (key, bytes) = item?;
+            let shell_bytes: [u8; 4] =
+                key.get(..4)
+                    .and_then(|k| k.try_into().ok())
+                    .ok_or_else(|| StoreError::Corrupt {
+                        what: format!("recording key in rec/{id}"),
+                        message: format!("{} bytes, not 12", key.len()),
+                    })?;
+            let shell = u32::from_be_bytes(shell_bytes);
+            let chunk = Chunk::decode(&bytes).map_err(|message| StoreError::Corrupt {
+                what: format!("recording {id}/{shell}/{}", key_u64(&key[4..])),
+                message,
+            })?;
+            let writer = match writers.entry(shell) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => e.insert(RecordingWriter::open(
+                    &partial.join(format!("{shell}.rec")),
+                )?),
+            };
+            writer.append(&chunk)?;
+        }
+        for writer in writers.values() {
+            writer.sync()?;
+        }
+        drop(writers);
+        if target.exists() {
+            std::fs::remove_dir_all(&target)
+                .map_err(|e| StoreError::Flush(format!("removing {}: {e}", target.display())))?;
+        }
+        if partial.exists() {
+            std::fs::rename(&partial, &target)
+                .map_err(|e| StoreError::Flush(format!("renaming {}: {e}", partial.display())))?;
+            sync_dir(recordings)?;
+        }
+        db.drop_tree(&name)?;
+        db.flush()?;
+        tracing::info!(session = %id, "recording moved out of the database");
+    }
+    Ok(())
+}
+
+/// Makes a folder's new and renamed entries durable.
+fn sync_dir(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| StoreError::Flush(format!("syncing {}: {e}", dir.display())))
+}
+
+/// A session's recording folder; ids are ours (letters, digits, `-`, `_`),
+/// and anything else is refused rather than joined into a path.
+fn session_recordings(recordings: &Path, id: &str) -> Result<PathBuf> {
+    let plain = !id.is_empty()
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !plain {
+        return Err(StoreError::Corrupt {
+            what: format!("session id {id:?}"),
+            message: "not a session id (letters, digits, '-' and '_' only)".into(),
+        });
+    }
+    Ok(recordings.join(id))
 }
 
 /// Every record of a tree of JSON values keyed by name; an unreadable one
@@ -129,6 +221,40 @@ pub struct Store {
     space: std::sync::Arc<space::SpaceGuard>,
     /// Whether sled compresses this store (fixed when it was made).
     compressed: bool,
+    /// `recordings/` beside the database.
+    recordings: PathBuf,
+    /// The shells being recorded now, for the periodic sync.
+    writers: Arc<Mutex<LiveWriters>>,
+}
+
+/// The writers of the shells being recorded, by session and shell.
+type LiveWriters = HashMap<(String, u32), Weak<RecordingWriter>>;
+
+/// A shell's recorder: chunks go into its recording file, numbered in order.
+pub struct ShellRecording {
+    writer: Arc<RecordingWriter>,
+    space: Arc<space::SpaceGuard>,
+}
+
+impl ShellRecording {
+    /// The number the next chunk gets.
+    pub fn next_seq(&self) -> u64 {
+        self.writer.next_seq()
+    }
+
+    /// Records a terminal chunk; it reaches the file at the store's next
+    /// `sync_recordings` (the server runs one every 200 ms).
+    ///
+    /// Refused while the disk is low: the room left is for the events that
+    /// pause the sessions.
+    pub fn record(&self, chunk: &Chunk) -> Result<u64> {
+        if self.space.is_low() {
+            return Err(StoreError::DiskLow {
+                free_mb: self.space.free() / (1024 * 1024),
+            });
+        }
+        self.writer.append(chunk)
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -190,7 +316,10 @@ impl Store {
                 }
             }
         })?;
-        check_schema(&db, dir)?;
+        let recordings = dir
+            .parent()
+            .map_or_else(|| dir.join("recordings"), |p| p.join("recordings"));
+        check_schema(&db, dir, &recordings)?;
         let sessions = db.open_tree("sessions")?;
         let heartbeats = db.open_tree("heartbeat")?;
         let campaigns = db.open_tree("campaigns")?;
@@ -204,6 +333,8 @@ impl Store {
             dir: dir.to_path_buf(),
             space: std::sync::Arc::new(space::SpaceGuard::new(dir)),
             compressed,
+            recordings,
+            writers: Arc::default(),
         })
     }
 
@@ -221,6 +352,12 @@ impl Store {
         let trees = export.len();
         copy.import(export);
         copy.flush()?;
+        drop(copy);
+        self.sync_recordings()?;
+        let target_recordings = target
+            .parent()
+            .map_or_else(|| target.join("recordings"), |p| p.join("recordings"));
+        copy_recordings(&self.recordings, &target_recordings)?;
         Ok(trees)
     }
 
@@ -235,10 +372,6 @@ impl Store {
 
     fn events_tree(&self, id: &str) -> Result<sled::Tree> {
         Ok(self.db.open_tree(format!("events/{id}"))?)
-    }
-
-    fn recording_tree(&self, id: &str) -> Result<sled::Tree> {
-        Ok(self.db.open_tree(format!("rec/{id}"))?)
     }
 
     /// Makes everything written so far durable.
@@ -263,6 +396,36 @@ impl Store {
         self.space.check();
         self.db.flush()?;
         Ok(())
+    }
+
+    /// Makes every shell's recorded output durable (only the files that
+    /// gained output since the last sync are written).
+    pub fn sync_recordings(&self) -> Result<()> {
+        let live: Vec<Arc<RecordingWriter>> = {
+            let mut writers = self.writers.lock().unwrap_or_else(|e| e.into_inner());
+            writers.retain(|_, w| w.strong_count() > 0);
+            writers.values().filter_map(Weak::upgrade).collect()
+        };
+        let mut first_error = None;
+        for writer in live {
+            if let Err(e) = writer.sync() {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Recordings and database both durable (the server's periodic flush,
+    /// and its last one).
+    pub async fn flush_all(&self) -> Result<()> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let recordings = store.sync_recordings();
+            store.flush_blocking()?;
+            recordings
+        })
+        .await
+        .map_err(|e| StoreError::Flush(e.to_string()))?
     }
 
     /// Stores a new session's metadata and its first event, durably.
@@ -430,31 +593,43 @@ impl Store {
         }
     }
 
-    /// Records a terminal chunk. Not flushed: the recorder flushes in batches.
-    ///
-    /// Refused while the disk is low: the room left is for the events that
-    /// pause the sessions.
-    pub fn record(&self, session: &str, shell: u32, seq: u64, chunk: &Chunk) -> Result<()> {
-        if self.space.is_low() {
-            return Err(StoreError::DiskLow {
-                free_mb: self.space.free() / (1024 * 1024),
-            });
-        }
-        let mut key = [0u8; 12];
-        key[..4].copy_from_slice(&shell.to_be_bytes());
-        key[4..].copy_from_slice(&seq.to_be_bytes());
-        self.recording_tree(session)?.insert(key, chunk.encode())?;
-        Ok(())
+    fn recording_path(&self, session: &str, shell: u32) -> Result<PathBuf> {
+        Ok(session_recordings(&self.recordings, session)?.join(format!("{shell}.rec")))
     }
 
-    /// The next free chunk number of a shell's recording (after a restart).
-    pub fn next_chunk_seq(&self, session: &str, shell: u32) -> Result<u64> {
-        let tree = self.recording_tree(session)?;
-        let prefix = shell.to_be_bytes();
-        Ok(match tree.scan_prefix(prefix).next_back() {
-            Some(item) => key_u64(&item?.0[4..]) + 1,
-            None => 0,
+    /// The recorder of a shell (a shell that comes back after a restart
+    /// continues its recording).
+    pub fn recorder(&self, session: &str, shell: u32) -> Result<ShellRecording> {
+        let key = (session.to_string(), shell);
+        let mut writers = self.writers.lock().unwrap_or_else(|e| e.into_inner());
+        let writer = match writers.get(&key).and_then(Weak::upgrade) {
+            Some(writer) => writer,
+            None => {
+                let writer = Arc::new(RecordingWriter::open(
+                    &self.recording_path(session, shell)?,
+                )?);
+                writers.insert(key, Arc::downgrade(&writer));
+                writer
+            }
+        };
+        Ok(ShellRecording {
+            writer,
+            space: self.space.clone(),
         })
+    }
+
+    /// A live shell's output so far goes to its file, so a read sees it.
+    fn write_out_live(&self, session: &str, shell: u32) -> Result<()> {
+        let live = self
+            .writers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(session.to_string(), shell))
+            .and_then(Weak::upgrade);
+        match live {
+            Some(writer) => writer.write_out(),
+            None => Ok(()),
+        }
     }
 
     /// All chunks of one shell's recording, in order.
@@ -472,47 +647,57 @@ impl Store {
         from: u64,
         limit: usize,
     ) -> Result<RecordingPage> {
-        let tree = self.recording_tree(session)?;
-        let mut start = [0u8; 12];
-        start[..4].copy_from_slice(&shell.to_be_bytes());
-        start[4..].copy_from_slice(&from.to_be_bytes());
-        let mut out = Vec::new();
-        for item in tree.range(start..) {
-            let (key, bytes) = item?;
-            if key[..4] != shell.to_be_bytes() {
-                break;
-            }
-            let seq = key_u64(&key[4..]);
-            if out.len() >= limit {
-                return Ok((out, Some(seq)));
-            }
-            let chunk = Chunk::decode(&bytes).map_err(|message| StoreError::Corrupt {
-                what: format!("recording {session}/{shell}/{seq}"),
-                message,
-            })?;
-            out.push((seq, chunk));
-        }
-        Ok((out, None))
+        self.write_out_live(session, shell)?;
+        recording_file::read_page(&self.recording_path(session, shell)?, from, limit)
     }
 
     /// Shell numbers that have a recording.
     pub fn recorded_shells(&self, session: &str) -> Result<Vec<u32>> {
-        let tree = self.recording_tree(session)?;
-        let mut shells = Vec::new();
-        let mut next = Some(0u32);
-        while let Some(shell) = next {
-            match tree.range(shell.to_be_bytes()..).next() {
-                Some(item) => {
-                    let (key, _) = item?;
-                    let found = u32::from_be_bytes([key[0], key[1], key[2], key[3]]);
-                    shells.push(found);
-                    next = found.checked_add(1);
-                }
-                None => next = None,
-            }
-        }
+        let dir = session_recordings(&self.recordings, session)?;
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(StoreError::Flush(format!("reading {}: {e}", dir.display()))),
+        };
+        let mut shells: Vec<u32> = entries
+            .filter_map(|entry| {
+                let name = entry.ok()?.file_name();
+                name.to_str()?.strip_suffix(".rec")?.parse().ok()
+            })
+            .collect();
+        shells.sort_unstable();
         Ok(shells)
     }
+}
+
+/// Copies every recording file (each a valid prefix at least: a block
+/// being appended meanwhile is cut off when the copy is next opened).
+fn copy_recordings(from: &Path, to: &Path) -> Result<()> {
+    let fail = |what: &Path, e: std::io::Error| {
+        StoreError::Flush(format!("copying {}: {e}", what.display()))
+    };
+    let sessions = match std::fs::read_dir(from) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(fail(from, e)),
+    };
+    for session in sessions {
+        let session = session.map_err(|e| fail(from, e))?;
+        if !session.path().is_dir() || session.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        let target = to.join(session.file_name());
+        std::fs::create_dir_all(&target).map_err(|e| fail(&target, e))?;
+        for file in std::fs::read_dir(session.path()).map_err(|e| fail(&session.path(), e))? {
+            let file = file.map_err(|e| fail(&session.path(), e))?;
+            let dest = target.join(file.file_name());
+            std::fs::copy(file.path(), &dest).map_err(|e| fail(&file.path(), e))?;
+            std::fs::File::open(&dest)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| fail(&dest, e))?;
+        }
+    }
+    Ok(())
 }
 
 fn key_u64(bytes: &[u8]) -> u64 {
@@ -622,19 +807,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("db")).unwrap();
         let at = DateTime::from_timestamp_millis(1_700_000_000_000).unwrap();
-        for (shell, seq) in [(0, 0), (0, 1), (2, 0)] {
-            let chunk = Chunk {
-                kind: ChunkKind::Output,
-                at,
-                active_ms: seq,
-                data: vec![b'a' + seq as u8],
-            };
-            store.record("s", shell, seq, &chunk).unwrap();
-        }
+        let chunk = |seq: u64| Chunk {
+            kind: ChunkKind::Output,
+            at,
+            active_ms: seq,
+            data: vec![b'a' + seq as u8],
+        };
+        let shell0 = store.recorder("s", 0).unwrap();
+        let shell2 = store.recorder("s", 2).unwrap();
+        assert_eq!(shell0.record(&chunk(0)).unwrap(), 0);
+        assert_eq!(shell0.record(&chunk(1)).unwrap(), 1);
+        assert_eq!(shell2.record(&chunk(0)).unwrap(), 0);
+        // Read while recording: what was recorded is there before any sync.
         assert_eq!(store.recorded_shells("s").unwrap(), vec![0, 2]);
         assert_eq!(store.recording("s", 0).unwrap().len(), 2);
-        assert_eq!(store.next_chunk_seq("s", 0).unwrap(), 2);
-        assert_eq!(store.next_chunk_seq("s", 1).unwrap(), 0);
         let (page, next) = store.recording_page("s", 0, 0, 1).unwrap();
         assert_eq!((page.len(), page[0].0, next), (1, 0, Some(1)));
         let (page, next) = store.recording_page("s", 0, 1, 10).unwrap();
@@ -642,6 +828,11 @@ mod tests {
             (page.len(), page[0].1.data.clone(), next),
             (1, b"b".to_vec(), None)
         );
+        // A shell recorded again (a restart) continues its numbering.
+        drop(shell0);
+        assert_eq!(store.recorder("s", 0).unwrap().next_seq(), 2);
+        assert_eq!(store.recorder("s", 1).unwrap().next_seq(), 0);
+        assert!(store.recording_page("../etc", 0, 0, 1).is_err());
         assert!(store.heartbeat("s").unwrap().is_none());
         store
             .set_heartbeat(
@@ -654,6 +845,52 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(store.heartbeat("s").unwrap().unwrap().active_ms, 4200);
+    }
+
+    #[test]
+    fn recordings_of_an_older_store_move_out_of_the_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let at = DateTime::from_timestamp_millis(1_700_000_000_000).unwrap();
+        {
+            // As schema 2 kept them: a rec/<id> tree keyed (shell, seq).
+            let db = sled::Config::new()
+                .path(&path)
+                .use_compression(true)
+                .compression_factor(3)
+                .open()
+                .unwrap();
+            db.insert(SCHEMA_KEY, &2u32.to_be_bytes()).unwrap();
+            let tree = db.open_tree("rec/old1").unwrap();
+            for (shell, seq, text) in [(0u32, 0u64, "one"), (0, 1, "two"), (3, 0, "three")] {
+                let mut key = shell.to_be_bytes().to_vec();
+                key.extend_from_slice(&seq.to_be_bytes());
+                let chunk = Chunk {
+                    kind: ChunkKind::Output,
+                    at,
+                    active_ms: seq,
+                    data: text.as_bytes().to_vec(),
+                };
+                tree.insert(key, chunk.encode()).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.recorded_shells("old1").unwrap(), vec![0, 3]);
+        let texts: Vec<Vec<u8>> = store
+            .recording("old1", 0)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.data)
+            .collect();
+        assert_eq!(texts, vec![b"one".to_vec(), b"two".to_vec()]);
+        assert!(
+            !store.db.tree_names().iter().any(|n| n.starts_with(b"rec/")),
+            "the old tree is gone"
+        );
+        drop(store);
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.recording("old1", 3).unwrap()[0].data, b"three");
     }
 
     #[test]

@@ -331,7 +331,7 @@ impl Hub {
         for host in &hosts {
             guards.push(host.live.lock().await);
         }
-        self.store.flush().await.map_err(OpError::internal)?;
+        self.store.flush_all().await.map_err(OpError::internal)?;
         let store = self.store.clone();
         let target = DataPaths::new(dir).database();
         let copied = tokio::task::spawn_blocking(move || store.backup_to(&target))
