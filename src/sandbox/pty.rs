@@ -105,6 +105,17 @@ impl PtyShell {
             .map_err(|err| anyhow!("resizing the pty to {cols}x{rows}: {err}"))
     }
 
+    /// Blocks until the shell has exited (without reaping it: `try_wait` does).
+    /// For a thread of its own; returns at once for a shell already reaped.
+    pub fn exit_waiter(&self) -> impl FnOnce() + Send + 'static {
+        let pid = if self.exit.is_some() { None } else { self.pid };
+        move || {
+            if let Some(pid) = pid {
+                sys::wait_exited(pid);
+            }
+        }
+    }
+
     /// `Some` once the shell has exited (and been reaped).
     pub fn try_wait(&mut self) -> Option<ShellExit> {
         if self.exit.is_none() {

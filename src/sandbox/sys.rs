@@ -54,6 +54,34 @@ pub(crate) fn reap_blocking(pid: i32) -> Reap {
     waitpid(pid, 0)
 }
 
+/// Blocks until `pid` has exited, leaving it to be reaped (a zombie keeps
+/// its pid, so nobody signals a stranger that got it). False when `pid` is
+/// not our child.
+pub(crate) fn wait_exited(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    loop {
+        // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is valid and writable; P_PID waits for exactly that child.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if rc == 0 {
+            return true;
+        }
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return false;
+        }
+    }
+}
+
 fn waitpid(pid: i32, flags: i32) -> Reap {
     if pid <= 0 {
         return Reap::NotOurs;
@@ -129,5 +157,25 @@ mod tests {
             })
         );
         assert_eq!(reap_nohang(pid), Reap::NotOurs);
+    }
+
+    #[test]
+    #[allow(clippy::zombie_processes, reason = "reap_blocking does the wait")]
+    fn waiting_for_an_exit_leaves_the_child_to_reap() {
+        let child = std::process::Command::new("sh")
+            .args(["-c", "exit 4"])
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        assert!(wait_exited(pid));
+        assert!(wait_exited(pid), "still there: not reaped");
+        assert_eq!(
+            reap_nohang(pid),
+            Reap::Exited(WaitStatus {
+                code: Some(4),
+                signal: None
+            })
+        );
+        assert!(!wait_exited(pid), "reaped: no longer our child");
     }
 }

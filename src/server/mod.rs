@@ -233,21 +233,33 @@ async fn accept_loop(hub: Arc<hub::Hub>, listener: UnixListener, door: Door, cap
     }
 }
 
+/// Every running session's clock, saved together (one flush per beat, not
+/// one per session).
 async fn heartbeats(hub: Arc<hub::Hub>) {
     let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
     loop {
         tick.tick().await;
-        for host in hub.all_hosts() {
-            if host.clock_runs() {
+        let running: Vec<_> = hub
+            .all_hosts()
+            .into_iter()
+            .filter(|host| host.clock_runs())
+            .collect();
+        let now = chrono::Utc::now();
+        let beats: Vec<(String, Heartbeat)> = running
+            .iter()
+            .map(|host| {
                 let beat = Heartbeat {
-                    at: chrono::Utc::now(),
+                    at: now,
                     active_ms: host.active_ms(),
                 };
-                if let Err(e) = hub.store.set_heartbeat(host.id(), beat).await {
-                    tracing::error!(session = %host.id(), "heartbeat not saved: {e}");
-                    let live = host.live.lock().await;
-                    host.note_store_fault(&live, &e.to_string());
-                }
+                (host.id().to_string(), beat)
+            })
+            .collect();
+        if let Err(e) = hub.store.set_heartbeats(&beats).await {
+            tracing::error!(sessions = beats.len(), "heartbeats not saved: {e}");
+            for host in &running {
+                let live = host.live.lock().await;
+                host.note_store_fault(&live, &e.to_string());
             }
         }
     }

@@ -26,6 +26,8 @@ enum PtyCommand {
     Input(Vec<u8>),
     Resize(u16, u16),
     Kill,
+    /// The shell has exited (its waiter thread says so): reap and report it.
+    Exited,
 }
 
 /// A connection that receives a shell's output.
@@ -103,6 +105,15 @@ impl ShellHost {
         let pid = pty.pid().map(|p| p as i32);
         let (cmd_tx, cmd_rx) = std::sync::mpsc::channel();
         let (exit_tx, exit_rx) = tokio::sync::oneshot::channel();
+        // The owner sleeps until a command comes; the exit comes as one.
+        let wait_exit = pty.exit_waiter();
+        let exited = cmd_tx.clone();
+        std::thread::Builder::new()
+            .name(format!("pty-wait-{session}-{id}"))
+            .spawn(move || {
+                wait_exit();
+                let _ = exited.send(PtyCommand::Exited);
+            })?;
         std::thread::Builder::new()
             .name(format!("pty-{session}-{id}"))
             .spawn(move || own_pty(pty, cmd_rx, exit_tx))?;
@@ -334,6 +345,14 @@ impl ShellHost {
     }
 }
 
+impl Drop for ShellHost {
+    /// A host nobody holds any more takes its shell with it (its exit
+    /// waiter keeps the command channel open, so it must be told).
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 /// Sends to every attached client; one that cannot keep up is dropped, never
 /// waited for, and told so once its queue has room again.
 fn broadcast(session: &str, shell: u32, screen: &mut Screen, line: &ServerLine) {
@@ -445,24 +464,34 @@ fn own_pty(
     commands: std::sync::mpsc::Receiver<PtyCommand>,
     exited: tokio::sync::oneshot::Sender<ShellExit>,
 ) {
-    use std::sync::mpsc::RecvTimeoutError;
     loop {
-        if let Some(exit) = pty.try_wait() {
-            let _ = exited.send(exit);
-            return;
-        }
-        match commands.recv_timeout(Duration::from_millis(100)) {
-            Ok(PtyCommand::Input(bytes)) => {
+        // Blocks: no wake-ups while the shell is idle. The waiter thread's
+        // sender keeps the channel open, so a dropped host says Kill.
+        let command = commands.recv().unwrap_or(PtyCommand::Kill);
+        match command {
+            PtyCommand::Input(bytes) => {
                 if let Err(e) = pty.write_input(&bytes) {
                     tracing::debug!("pty write failed: {e}");
                 }
             }
-            Ok(PtyCommand::Resize(cols, rows)) => {
+            PtyCommand::Resize(cols, rows) => {
                 if let Err(e) = pty.resize(cols, rows) {
                     tracing::debug!("pty resize failed: {e}");
                 }
             }
-            Ok(PtyCommand::Kill) | Err(RecvTimeoutError::Disconnected) => {
+            PtyCommand::Exited => {
+                let exit = pty.try_wait().unwrap_or(ShellExit {
+                    code: None,
+                    signal: None,
+                });
+                let _ = exited.send(exit);
+                return;
+            }
+            PtyCommand::Kill => {
+                if let Some(exit) = pty.try_wait() {
+                    let _ = exited.send(exit);
+                    return;
+                }
                 pty.kill();
                 // Reap so the exit is reported.
                 for _ in 0..50 {
@@ -478,7 +507,6 @@ fn own_pty(
                 });
                 return;
             }
-            Err(RecvTimeoutError::Timeout) => {}
         }
     }
 }

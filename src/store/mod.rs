@@ -12,6 +12,7 @@
 //! Terminal recordings live beside the database, not in it: one append-only
 //! file per shell, `recordings/<id>/<shell>.rec` (see `recording_file`).
 
+mod group_flush;
 pub mod recording;
 pub mod recording_file;
 pub mod space;
@@ -223,6 +224,8 @@ pub struct Store {
     compressed: bool,
     /// `recordings/` beside the database.
     recordings: PathBuf,
+    /// Flushes shared by the callers waiting at the same time.
+    group: Arc<group_flush::GroupFlush>,
     /// The shells being recorded now, for the periodic sync.
     writers: Arc<Mutex<LiveWriters>>,
 }
@@ -334,6 +337,7 @@ impl Store {
             space: std::sync::Arc::new(space::SpaceGuard::new(dir)),
             compressed,
             recordings,
+            group: Arc::default(),
             writers: Arc::default(),
         })
     }
@@ -381,21 +385,21 @@ impl Store {
     /// agent execs. The blocking flush on the blocking pool is safe to call
     /// from many tasks at once.
     pub async fn flush(&self) -> Result<()> {
-        let db = self.db.clone();
-        let space = self.space.clone();
-        tokio::task::spawn_blocking(move || {
-            space.check();
-            db.flush()
-        })
-        .await
-        .map_err(|e| StoreError::Flush(e.to_string()))??;
-        Ok(())
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || store.flush_blocking())
+            .await
+            .map_err(|e| StoreError::Flush(e.to_string()))?
     }
 
+    /// `flush`, from a thread that may block. Callers at the same time
+    /// share one flush (group commit).
     pub fn flush_blocking(&self) -> Result<()> {
-        self.space.check();
-        self.db.flush()?;
-        Ok(())
+        self.group
+            .flush(|| {
+                self.space.check();
+                self.db.flush().map(drop).map_err(|e| e.to_string())
+            })
+            .map_err(StoreError::Flush)
     }
 
     /// Makes every shell's recorded output durable (only the files that
@@ -580,9 +584,17 @@ impl Store {
         read_all(&self.campaigns, "campaign")
     }
 
-    pub async fn set_heartbeat(&self, session: &str, beat: Heartbeat) -> Result<()> {
-        self.heartbeats
-            .insert(session.as_bytes(), to_json(&beat)?)?;
+    /// Stores the heartbeats of every running session at once, with one
+    /// flush for all of them.
+    pub async fn set_heartbeats(&self, beats: &[(String, Heartbeat)]) -> Result<()> {
+        if beats.is_empty() {
+            return Ok(());
+        }
+        let mut batch = sled::Batch::default();
+        for (session, beat) in beats {
+            batch.insert(session.as_bytes(), to_json(beat)?);
+        }
+        self.heartbeats.apply_batch(batch)?;
         self.flush().await
     }
 
@@ -835,13 +847,13 @@ mod tests {
         assert!(store.recording_page("../etc", 0, 0, 1).is_err());
         assert!(store.heartbeat("s").unwrap().is_none());
         store
-            .set_heartbeat(
-                "s",
+            .set_heartbeats(&[(
+                "s".to_string(),
                 Heartbeat {
                     at,
                     active_ms: 4200,
                 },
-            )
+            )])
             .await
             .unwrap();
         assert_eq!(store.heartbeat("s").unwrap().unwrap().active_ms, 4200);
