@@ -1,14 +1,15 @@
-//! Recording cost on a shell flood: bytes the store grows by per byte of
-//! shell output, and how much longer the flood takes through a recorded
-//! session shell than run directly. Run with `cargo bench --bench recording_size`.
-//! Prints numbers; no assertions.
+//! Recording cost: bytes the store (database and recording files) grows by
+//! per byte of shell output, for a flood and for a log line every 0.1 s
+//! (beside the asciicast v2 of the same output), and how much longer the
+//! flood takes through a recorded session shell than drained from a bare
+//! PTY, interleaved over rounds. Run with `cargo bench --bench recording_size`
+//! (`LOG_SECS`, default 20; `ROUNDS`, default 3). Prints numbers; no assertions.
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
 
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rebench::protocol::{
@@ -20,6 +21,8 @@ use rebench::session::Kind;
 /// every line, as in a real log).
 const FLOOD: &str = "awk 'BEGIN { srand(7); for (i = 1; i <= 250000; i++) printf \"step %d  loss %.4f  lr 3.0e-04  tokens/s %d  grad_norm %.3f\\n\", i, 2 + rand(), 50000 + int(rand() * 2000), rand() }'";
 const DONE: &str = "flood-done";
+/// A log line every 0.1 s (the interval's worth of lines is `LOG_SECS` × 10).
+const LOG_LINE: &str = "for i in $(seq 1 LINES); do echo \"$(date +%T.%N) step $i loss 0.$RANDOM lr 3e-4\"; sleep 0.1; done";
 
 fn dir_size(path: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(path) else {
@@ -35,8 +38,77 @@ fn dir_size(path: &Path) -> u64 {
         .sum()
 }
 
+fn store_size(data: &Path) -> u64 {
+    dir_size(&data.join("db")) + dir_size(&data.join("recordings"))
+}
+
+/// The flood drained from a bare PTY of the same size: the anchor.
+fn raw_pty_drain() -> Duration {
+    use std::io::Read;
+    let spec = rebench::sandbox::pty::ShellSpec {
+        program: "bash".into(),
+        args: vec!["-c".into(), FLOOD.into()],
+        cwd: std::env::temp_dir(),
+        env: Vec::new(),
+        env_clear: false,
+        cols: 120,
+        rows: 40,
+    };
+    let started = Instant::now();
+    let (_shell, mut reader) = rebench::sandbox::pty::PtyShell::spawn(&spec).unwrap();
+    let mut buf = vec![0u8; 16 * 1024];
+    while matches!(reader.read(&mut buf), Ok(n) if n > 0) {}
+    started.elapsed()
+}
+
+/// Types `command` into the shell and reads its output until `needle`;
+/// returns the time, the bytes and the asciicast v2 size of that output.
+async fn run_in_shell(
+    admin: &mut rebench::client::Client,
+    session: &str,
+    shell: u32,
+    command: &str,
+    needle: &str,
+) -> anyhow::Result<(Duration, u64, u64)> {
+    let started = Instant::now();
+    admin
+        .send(Request::ShellInput {
+            session: session.to_string(),
+            shell,
+            data: b64_encode(format!("{command}\r").as_bytes()),
+        })
+        .await?;
+    let (mut bytes_out, mut asciicast) = (0u64, 0u64);
+    let mut tail = String::new();
+    loop {
+        if let Push::ShellOutput { data, .. } = admin.next_push().await? {
+            let bytes = b64_decode(&data).map_err(anyhow::Error::msg)?;
+            bytes_out += bytes.len() as u64;
+            let text = String::from_utf8_lossy(&bytes);
+            // One asciicast v2 event line: [seconds, "o", "text"]
+            let event = serde_json::json!([started.elapsed().as_secs_f64(), "o", text]);
+            asciicast += event.to_string().len() as u64 + 1;
+            tail.push_str(&text);
+            if tail.contains(needle) {
+                return Ok((started.elapsed(), bytes_out, asciicast));
+            }
+            let keep = tail.len().saturating_sub(64);
+            tail = tail[tail.floor_char_boundary(keep)..].to_string();
+        }
+    }
+}
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let rounds = env_number("ROUNDS", 3);
+    let log_secs = env_number("LOG_SECS", 20);
     let mut bench = common::BenchServer::start("recbench", &[]).await?;
     let session = bench.running_session(Kind::Human).await?.id;
     let data = bench.data_dir();
@@ -56,60 +128,69 @@ async fn main() -> anyhow::Result<()> {
         })
         .await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let before = dir_size(&data.join("db"));
 
-    let command = format!("{FLOOD}; echo {DONE}-$((1+1))\r");
-    let started = Instant::now();
-    admin
-        .send(Request::ShellInput {
-            session: session.clone(),
-            shell: info.shell,
-            data: b64_encode(command.as_bytes()),
-        })
-        .await?;
-    let mut output_bytes = 0u64;
-    let mut tail = String::new();
-    let needle = format!("{DONE}-2");
-    loop {
-        if let Push::ShellOutput { data, .. } = admin.next_push().await? {
-            let bytes = b64_decode(&data).map_err(anyhow::Error::msg)?;
-            output_bytes += bytes.len() as u64;
-            tail.push_str(&String::from_utf8_lossy(&bytes));
-            if tail.contains(&needle) {
-                break;
-            }
-            let keep = tail.len().saturating_sub(64);
-            tail = tail[keep..].to_string();
-        }
-    }
-    let through_runner = started.elapsed();
+    // A log line every 0.1 s.
+    let before = store_size(&data);
+    let recordings_before = dir_size(&data.join("recordings"));
+    let lines = log_secs * 10;
+    let command = format!(
+        "{}; echo log-done-$((1+1))",
+        LOG_LINE.replace("LINES", &lines.to_string())
+    );
+    let (_, printed, asciicast) =
+        run_in_shell(admin, &session, info.shell, &command, "log-done-2").await?;
     tokio::time::sleep(Duration::from_millis(1500)).await; // past the recording flush
-    let after = dir_size(&data.join("db"));
-
-    let started = Instant::now();
-    let status = Command::new("bash")
-        .args(["-c", &format!("{FLOOD} > /dev/null")])
-        .status()?;
-    let direct = started.elapsed();
-    assert!(status.success());
-
-    let grown = after.saturating_sub(before);
+    let grown = store_size(&data).saturating_sub(before);
+    let recorded = dir_size(&data.join("recordings")).saturating_sub(recordings_before);
+    println!("a log line every 0.1 s for {log_secs} s ({printed} bytes printed):");
     println!(
-        "shell flood of {:.1} MB of output:",
-        output_bytes as f64 / 1e6
+        "  store grew by       {:>8.1} kB ({:.2} bytes stored per byte printed; the recording file {:.2})",
+        grown as f64 / 1e3,
+        grown as f64 / printed.max(1) as f64,
+        recorded as f64 / printed.max(1) as f64
     );
     println!(
-        "  store grew by       {:>8.1} MB ({:.2} bytes stored per byte of output)",
+        "  asciicast v2 of it  {:>8.1} kB ({:.2} bytes per byte printed)",
+        asciicast as f64 / 1e3,
+        asciicast as f64 / printed.max(1) as f64
+    );
+
+    // Floods, interleaved with the bare PTY.
+    let mut ratios = Vec::new();
+    let mut printed = 0;
+    let mut grown = 0;
+    for round in 0..rounds {
+        let before = store_size(&data);
+        let needle = format!("{DONE}-{}", round + 2);
+        let command = format!("{FLOOD}; echo {DONE}-$((1+{}))", round + 1);
+        let (through_runner, bytes, _) =
+            run_in_shell(admin, &session, info.shell, &command, &needle).await?;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        grown += store_size(&data).saturating_sub(before);
+        printed += bytes;
+        let raw = raw_pty_drain();
+        ratios.push(through_runner.as_secs_f64() / raw.as_secs_f64());
+        println!(
+            "  flood round {}: through the runner {:.2} s, bare PTY {:.2} s",
+            round + 1,
+            through_runner.as_secs_f64(),
+            raw.as_secs_f64()
+        );
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "shell flood ({:.1} MB per round, {rounds} rounds):",
+        printed as f64 / 1e6 / rounds as f64
+    );
+    println!(
+        "  store grew by       {:>8.1} MB ({:.3} bytes stored per byte of output)",
         grown as f64 / 1e6,
-        grown as f64 / output_bytes.max(1) as f64
+        grown as f64 / printed.max(1) as f64
     );
     println!(
-        "  through the runner  {:>8.2} s (PTY, vt100 screen, recording, streaming to one client)",
-        through_runner.as_secs_f64()
-    );
-    println!(
-        "  run directly        {:>8.2} s (output to /dev/null)",
-        direct.as_secs_f64()
+        "  runner / bare PTY   min {:.2}x  median {:.2}x (PTY, vt100 screen, recording, streaming to one client)",
+        ratios[0],
+        ratios[ratios.len() / 2]
     );
 
     bench.stop().await;

@@ -44,6 +44,12 @@ impl BenchServer {
         })
     }
 
+    /// The server's process id.
+    #[allow(dead_code)] // not every benchmark looks at the process
+    pub fn pid(&self) -> u32 {
+        self.server.id()
+    }
+
     /// The server's data dir.
     #[allow(dead_code)] // not every benchmark looks into it
     pub fn data_dir(&self) -> PathBuf {

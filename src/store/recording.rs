@@ -35,7 +35,7 @@ impl ChunkKind {
         Self::ALL.into_iter().find(|k| k.name() == name)
     }
 
-    fn from_byte(byte: u8) -> Option<ChunkKind> {
+    pub(crate) fn from_byte(byte: u8) -> Option<ChunkKind> {
         Self::ALL.into_iter().find(|k| *k as u8 == byte)
     }
 }

@@ -4,12 +4,16 @@
 //! flood of output grew the server by megabytes per megabyte printed.
 //!
 //! The file is an 8-byte magic, then blocks, one per flush:
-//! `[payload len u32 LE][crc32 u32 LE of what follows][flags u8][first chunk u64 LE][chunks u32 LE][payload]`.
+//! `[payload len][crc32 u32 LE of what follows][flags u8][first chunk][chunks][payload]`
+//! (lengths and numbers as LEB128 varints: a block of two log lines costs
+//! a few bytes of framing, not twenty).
 //! The payloads of a frame's blocks are one zstd stream, flushed at each
 //! block, so a short line compresses against the lines before it; a block
 //! with `NEW_FRAME` starts a stream. A frame ends after `FRAME_INPUT` bytes
 //! (a page read decodes at most one frame's worth) and at every reopen.
-//! Inside the stream each chunk is `[len u32 LE][Chunk::encode()]`.
+//! Inside the stream each chunk is `[kind u8][wall ms][active ms][len][data]`,
+//! the times as varints of the change since the frame's previous chunk
+//! (zigzag for wall time, which can step back), so a frame decodes alone.
 //!
 //! A crash can leave half a block at the end: readers stop before it, and
 //! the writer cuts it off when it opens the file again.
@@ -19,32 +23,87 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::recording::Chunk;
+use super::recording::{Chunk, ChunkKind};
 
 const MAGIC: &[u8; 8] = b"RBREC\x001\n";
-const BLOCK_HEADER: usize = 4 + 4 + 1 + 8 + 4;
 const NEW_FRAME: u8 = 1;
 /// Uncompressed bytes after which a frame ends.
 const FRAME_INPUT: usize = 4 << 20;
 /// zstd level: fast enough for a flood, and text still shrinks several-fold.
 const LEVEL: i32 = 3;
 /// A block claiming more than this is damage, not data.
-const MAX_BLOCK: usize = 1 << 30;
+const MAX_BLOCK: u64 = 1 << 30;
 
-/// Where a chunk number lives: the block holding it and the frame start before it.
+/// A block's place in the file and what its header says.
 #[derive(Debug, Clone, Copy)]
 struct Block {
     offset: u64,
+    /// Where the checksummed part (flags on) starts, and its length.
+    body_at: u64,
+    body_len: u64,
+    /// The payload's length (the body's tail).
+    len: u64,
     new_frame: bool,
     first: u64,
-    count: u32,
-    len: u32,
+    count: u64,
 }
 
 impl Block {
     fn end(&self) -> u64 {
-        self.offset + (BLOCK_HEADER as u64) + u64::from(self.len)
+        self.body_at + self.body_len
     }
+}
+
+fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+/// A varint from `bytes`, and how many bytes it took; None when cut short
+/// or longer than a u64.
+fn get_varint(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut value = 0u64;
+    for (i, byte) in bytes.iter().enumerate().take(10) {
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some((value, i + 1));
+        }
+    }
+    None
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// The times of the frame's previous chunk, which the next one is coded against.
+#[derive(Debug, Default, Clone, Copy)]
+struct Times {
+    at_ms: i64,
+    active_ms: u64,
+}
+
+fn encode_chunk(chunk: &Chunk, last: &mut Times, out: &mut Vec<u8>) {
+    let at_ms = chunk.at.timestamp_millis();
+    out.push(chunk.kind as u8);
+    put_varint(out, zigzag(at_ms.wrapping_sub(last.at_ms)));
+    put_varint(
+        out,
+        zigzag(chunk.active_ms.wrapping_sub(last.active_ms) as i64),
+    );
+    put_varint(out, chunk.data.len() as u64);
+    out.extend_from_slice(&chunk.data);
+    *last = Times {
+        at_ms,
+        active_ms: chunk.active_ms,
+    };
 }
 
 fn corrupt(path: &Path, message: impl std::fmt::Display) -> super::StoreError {
@@ -58,6 +117,9 @@ fn io_error(path: &Path, doing: &str, e: std::io::Error) -> super::StoreError {
     super::StoreError::Flush(format!("{doing} {}: {e}", path.display()))
 }
 
+/// The most a block header takes: len, crc, flags, first, count.
+const MAX_HEADER: usize = 10 + 4 + 1 + 10 + 10;
+
 /// The blocks of a recording file that are whole, and where the whole part
 /// ends. A block cut short (a crash mid-write) ends the list; its checksum
 /// is checked when it is read.
@@ -66,14 +128,14 @@ fn scan(path: &Path, file: &mut File) -> super::Result<(Vec<Block>, u64)> {
         .metadata()
         .map_err(|e| io_error(path, "reading", e))?
         .len();
+    if size < MAGIC.len() as u64 {
+        return Ok((Vec::new(), 0));
+    }
     let mut reader = std::io::BufReader::new(&mut *file);
     reader
         .seek(SeekFrom::Start(0))
         .map_err(|e| io_error(path, "reading", e))?;
     let mut magic = [0u8; 8];
-    if size < MAGIC.len() as u64 {
-        return Ok((Vec::new(), 0));
-    }
     reader
         .read_exact(&mut magic)
         .map_err(|e| io_error(path, "reading", e))?;
@@ -83,83 +145,111 @@ fn scan(path: &Path, file: &mut File) -> super::Result<(Vec<Block>, u64)> {
     let mut blocks = Vec::new();
     let mut offset = MAGIC.len() as u64;
     let mut next_first = 0u64;
+    let mut header = [0u8; MAX_HEADER];
     loop {
-        if offset + BLOCK_HEADER as u64 > size {
+        let available = (size - offset).min(MAX_HEADER as u64) as usize;
+        if available == 0 {
             break;
         }
-        let mut header = [0u8; BLOCK_HEADER];
         reader
-            .read_exact(&mut header)
+            .read_exact(&mut header[..available])
             .map_err(|e| io_error(path, "reading", e))?;
-        let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
-        let flags = header[8];
-        let first = u64::from_le_bytes(header[9..17].try_into().unwrap_or_default());
-        let count = u32::from_le_bytes([header[17], header[18], header[19], header[20]]);
-        let block = Block {
-            offset,
-            new_frame: flags & NEW_FRAME != 0,
-            first,
-            count,
-            len,
+        let Some(block) = parse_header(&header[..available], offset) else {
+            break;
         };
         // A header that does not follow on from the last one, or a payload
         // past the end, is a write the crash cut short.
-        let consistent = len as usize <= MAX_BLOCK
-            && first == next_first
+        let consistent = block.len <= MAX_BLOCK
+            && block.first == next_first
             && (block.new_frame || !blocks.is_empty())
             && block.end() <= size;
         if !consistent {
             break;
         }
         blocks.push(block);
-        next_first = first + u64::from(count);
-        offset = block.end();
+        next_first = block.first + block.count;
         reader
-            .seek_relative(i64::from(len))
+            .seek_relative(block.end() as i64 - (offset + available as u64) as i64)
             .map_err(|e| io_error(path, "reading", e))?;
+        offset = block.end();
     }
     Ok((blocks, offset))
 }
 
+/// A block header at `offset`, from the bytes there (None: cut short).
+fn parse_header(bytes: &[u8], offset: u64) -> Option<Block> {
+    let (len, a) = get_varint(bytes)?;
+    let body = bytes.get(a + 4..)?;
+    let flags = *body.first()?;
+    let (first, b) = get_varint(body.get(1..)?)?;
+    let (count, c) = get_varint(body.get(1 + b..)?)?;
+    let body_at = offset + a as u64 + 4;
+    Some(Block {
+        offset,
+        body_at,
+        body_len: (1 + b + c) as u64 + len,
+        len,
+        new_frame: flags & NEW_FRAME != 0,
+        first,
+        count,
+    })
+}
+
 /// A block's payload, its checksum checked.
 fn read_payload(path: &Path, file: &mut File, block: &Block) -> super::Result<Vec<u8>> {
-    let mut bytes = vec![0u8; BLOCK_HEADER - 8 + block.len as usize];
-    file.seek(SeekFrom::Start(block.offset + 4))
-        .map_err(|e| io_error(path, "reading", e))?;
     let mut crc = [0u8; 4];
-    file.read_exact(&mut crc)
+    let mut body = vec![0u8; block.body_len as usize];
+    file.seek(SeekFrom::Start(block.body_at - 4))
+        .and_then(|_| file.read_exact(&mut crc))
+        .and_then(|()| file.read_exact(&mut body))
         .map_err(|e| io_error(path, "reading", e))?;
-    file.read_exact(&mut bytes[..])
-        .map_err(|e| io_error(path, "reading", e))?;
-    let mut checked = crc32fast::Hasher::new();
-    checked.update(&bytes);
-    if checked.finalize() != u32::from_le_bytes(crc) {
+    if crc32fast::hash(&body) != u32::from_le_bytes(crc) {
         return Err(corrupt(
             path,
             format!("block at byte {} fails its checksum", block.offset),
         ));
     }
-    bytes.drain(..BLOCK_HEADER - 8);
-    Ok(bytes)
+    body.drain(..(block.body_len - block.len) as usize);
+    Ok(body)
 }
 
-/// Splits decompressed bytes into chunks; a chunk cut by the end of a block
-/// cannot happen (the writer flushes whole chunks), so leftovers are damage.
-fn split_chunks(path: &Path, bytes: &[u8], expected: u32) -> super::Result<Vec<Chunk>> {
-    let mut out = Vec::with_capacity(expected as usize);
+/// Splits a block's decompressed bytes into chunks; a chunk cut by the end
+/// of a block cannot happen (the writer flushes whole chunks), so
+/// leftovers are damage.
+fn split_chunks(
+    path: &Path,
+    bytes: &[u8],
+    expected: u64,
+    last: &mut Times,
+) -> super::Result<Vec<Chunk>> {
+    let short = || corrupt(path, "a chunk is cut short");
+    let mut out = Vec::new();
     let mut rest = bytes;
-    while !rest.is_empty() {
-        if rest.len() < 4 {
-            return Err(corrupt(path, "a chunk's length is cut short"));
-        }
-        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
-        let body = rest
-            .get(4..4 + len)
-            .ok_or_else(|| corrupt(path, "a chunk is cut short"))?;
-        out.push(Chunk::decode(body).map_err(|m| corrupt(path, m))?);
-        rest = &rest[4 + len..];
+    while let Some((&kind, tail)) = rest.split_first() {
+        let kind = ChunkKind::from_byte(kind)
+            .ok_or_else(|| corrupt(path, format!("unknown chunk kind {kind}")))?;
+        let (at_delta, a) = get_varint(tail).ok_or_else(short)?;
+        let (active_delta, b) = get_varint(&tail[a..]).ok_or_else(short)?;
+        let (len, c) = get_varint(&tail[a + b..]).ok_or_else(short)?;
+        let start = a + b + c;
+        let data = usize::try_from(len)
+            .ok()
+            .and_then(|len| tail.get(start..start.checked_add(len)?))
+            .ok_or_else(short)?;
+        let at_ms = last.at_ms.wrapping_add(unzigzag(at_delta));
+        let active_ms = last.active_ms.wrapping_add(unzigzag(active_delta) as u64);
+        let at = chrono::DateTime::from_timestamp_millis(at_ms)
+            .ok_or_else(|| corrupt(path, "a chunk's time is out of range"))?;
+        out.push(Chunk {
+            kind,
+            at,
+            active_ms,
+            data: data.to_vec(),
+        });
+        *last = Times { at_ms, active_ms };
+        rest = &tail[start + data.len()..];
     }
-    if out.len() != expected as usize {
+    if out.len() as u64 != expected {
         return Err(corrupt(
             path,
             format!(
@@ -175,6 +265,7 @@ fn split_chunks(path: &Path, bytes: &[u8], expected: u32) -> super::Result<Vec<C
 struct FrameReader {
     decoder: zstd::stream::raw::Decoder<'static>,
     buffer: Vec<u8>,
+    last: Times,
 }
 
 impl FrameReader {
@@ -183,10 +274,11 @@ impl FrameReader {
             decoder: zstd::stream::raw::Decoder::new()
                 .map_err(|e| corrupt(path, format!("zstd: {e}")))?,
             buffer: vec![0u8; 128 << 10],
+            last: Times::default(),
         })
     }
 
-    fn block(&mut self, path: &Path, payload: &[u8], count: u32) -> super::Result<Vec<Chunk>> {
+    fn block(&mut self, path: &Path, payload: &[u8], count: u64) -> super::Result<Vec<Chunk>> {
         use zstd::stream::raw::Operation;
         let mut bytes = Vec::new();
         let mut input = payload;
@@ -204,7 +296,7 @@ impl FrameReader {
                 break;
             }
         }
-        split_chunks(path, &bytes, count)
+        split_chunks(path, &bytes, count, &mut self.last)
     }
 }
 
@@ -256,7 +348,7 @@ pub fn chunk_count(path: &Path) -> super::Result<u64> {
         Err(e) => return Err(io_error(path, "opening", e)),
     };
     let (blocks, _) = scan(path, &mut file)?;
-    Ok(blocks.last().map_or(0, |b| b.first + u64::from(b.count)))
+    Ok(blocks.last().map_or(0, |b| b.first + b.count))
 }
 
 /// The writer of one shell's recording. Chunks are compressed as they come
@@ -271,10 +363,12 @@ struct WriterState {
     /// The stream of the frame being written; None: the next block starts one.
     encoder: Option<zstd::stream::write::Encoder<'static, Vec<u8>>>,
     frame_input: usize,
+    /// The times the next chunk is coded against.
+    last: Times,
     next_seq: u64,
     /// The block being gathered.
     block_first: u64,
-    block_count: u32,
+    block_count: u64,
     block_new_frame: bool,
     /// Whole blocks not yet in the file (a write that failed is retried:
     /// the stream after them depends on them).
@@ -318,13 +412,14 @@ impl RecordingWriter {
             file.set_len(whole)
                 .map_err(|e| io_error(path, "truncating", e))?;
         }
-        let next_seq = blocks.last().map_or(0, |b| b.first + u64::from(b.count));
+        let next_seq = blocks.last().map_or(0, |b| b.first + b.count);
         Ok(RecordingWriter {
             path: path.to_path_buf(),
             state: Mutex::new(WriterState {
                 file,
                 encoder: None,
                 frame_input: 0,
+                last: Times::default(),
                 next_seq,
                 block_first: next_seq,
                 block_count: 0,
@@ -352,22 +447,22 @@ impl RecordingWriter {
     /// Adds a chunk (compressed now, written at the next `write_out`); returns its number.
     pub fn append(&self, chunk: &Chunk) -> super::Result<u64> {
         let mut state = self.lock();
-        let encoded = chunk.encode();
         if state.encoder.is_none() {
             let encoder = zstd::stream::write::Encoder::new(Vec::new(), LEVEL)
                 .map_err(|e| corrupt(&self.path, format!("zstd: {e}")))?;
             state.encoder = Some(encoder);
             state.frame_input = 0;
+            state.last = Times::default();
             state.block_new_frame = true;
         }
-        let len = (encoded.len() as u32).to_le_bytes();
+        let mut encoded = Vec::with_capacity(24 + chunk.data.len());
+        encode_chunk(chunk, &mut state.last, &mut encoded);
         if let Some(encoder) = state.encoder.as_mut() {
             encoder
-                .write_all(&len)
-                .and_then(|()| encoder.write_all(&encoded))
+                .write_all(&encoded)
                 .map_err(|e| corrupt(&self.path, format!("zstd: {e}")))?;
         }
-        state.frame_input += 4 + encoded.len();
+        state.frame_input += encoded.len();
         state.block_count += 1;
         let seq = state.next_seq;
         state.next_seq += 1;
@@ -436,19 +531,15 @@ impl RecordingWriter {
                 .map_err(|e| corrupt(&self.path, format!("zstd: {e}")))?,
             None => Vec::new(),
         };
-        let mut body = Vec::with_capacity(BLOCK_HEADER - 8 + payload.len());
+        let mut body = Vec::with_capacity(21 + payload.len());
         body.push(if state.block_new_frame { NEW_FRAME } else { 0 });
-        body.extend_from_slice(&state.block_first.to_le_bytes());
-        body.extend_from_slice(&state.block_count.to_le_bytes());
+        put_varint(&mut body, state.block_first);
+        put_varint(&mut body, state.block_count);
         body.extend_from_slice(&payload);
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(&body);
+        put_varint(&mut state.unwritten, payload.len() as u64);
         state
             .unwritten
-            .extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        state
-            .unwritten
-            .extend_from_slice(&crc.finalize().to_le_bytes());
+            .extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
         state.unwritten.extend_from_slice(&body);
         state.block_first = state.next_seq;
         state.block_count = 0;
@@ -468,7 +559,6 @@ impl Drop for RecordingWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::ChunkKind;
     use chrono::DateTime;
 
     fn chunk(i: u64, data: &[u8]) -> Chunk {
@@ -532,6 +622,51 @@ mod tests {
             assert_eq!(page[0].1, expected[from as usize]);
         }
         assert_eq!(read_page(&path, 53, 5).unwrap(), (Vec::new(), None));
+    }
+
+    #[test]
+    fn times_that_step_back_and_every_kind_come_back_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.rec");
+        let at = |ms: i64| DateTime::from_timestamp_millis(ms).unwrap();
+        let chunks = vec![
+            Chunk::resize(at(1_700_000_000_000), 0, 200, 50),
+            Chunk {
+                kind: ChunkKind::Input,
+                at: at(1_700_000_005_000),
+                active_ms: 5_000,
+                data: b"ls\r".to_vec(),
+            },
+            // The wall clock stepped back (NTP); active time never does, but
+            // a stored value is what it is.
+            Chunk {
+                kind: ChunkKind::Output,
+                at: at(1_699_999_000_000),
+                active_ms: 4_000,
+                data: vec![],
+            },
+            Chunk {
+                kind: ChunkKind::Exit,
+                at: at(i64::from(i32::MAX) * 1000),
+                active_ms: u64::from(u32::MAX) * 10,
+                data: 0i32.to_be_bytes().to_vec(),
+            },
+        ];
+        let writer = RecordingWriter::open(&path).unwrap();
+        for c in &chunks {
+            writer.append(c).unwrap();
+        }
+        drop(writer);
+        assert_eq!(all(&path), chunks);
+        for v in [0u64, 1, 127, 128, 300, u64::from(u32::MAX), u64::MAX] {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            assert_eq!(get_varint(&out), Some((v, out.len())));
+            assert_eq!(get_varint(&out[..out.len() - 1]), None, "cut short");
+        }
+        for v in [0i64, -1, 1, i64::MIN, i64::MAX] {
+            assert_eq!(unzigzag(zigzag(v)), v);
+        }
     }
 
     #[test]
