@@ -208,3 +208,42 @@ async fn a_flooding_shell_stops_being_recorded_at_the_quota_and_the_log_says_so(
         view.notes
     );
 }
+
+#[tokio::test]
+async fn an_attach_serves_the_configured_scrollback_and_the_recording_keeps_all() {
+    let server = TestServer::start_with_env(&[("REBENCH_SCROLLBACK_LINES", "50")]);
+    let (_env, session, mut driver, shell) = session_with_shell(&server, false).await;
+    type_and_wait(
+        &mut driver,
+        &session,
+        shell,
+        "for i in $(seq 1 300); do echo row-$i; done; echo END-$((1+1))\n",
+        "END-2",
+    )
+    .await;
+    let mut watcher = server.admin().await;
+    let reply: rebench::protocol::AttachReply = watcher
+        .call(Request::ShellAttach {
+            session: session.clone(),
+            shell,
+            mode: rebench::protocol::AttachMode::Watch,
+        })
+        .await
+        .unwrap();
+    let mut screen = vt100::Parser::new(reply.rows, reply.cols, 10_000);
+    screen.process(&b64_decode(&reply.screen).unwrap());
+    screen.screen_mut().set_scrollback(usize::MAX);
+    let history = screen.screen().scrollback();
+    assert_eq!(history, 50, "the history an attach carries is the setting");
+    let oldest = screen.screen().rows(0, reply.cols).next().unwrap();
+    let last_row: u32 = oldest.trim().strip_prefix("row-").unwrap().parse().unwrap();
+    assert!(
+        last_row > 200,
+        "the newest lines, not the first: {oldest:?}"
+    );
+    // The recording has every line.
+    let (output, _) = recorded(&server, &session, shell).await;
+    for i in [1, 2, 150, 300] {
+        assert!(output.contains(&format!("row-{i}\r\n")), "row-{i} recorded");
+    }
+}

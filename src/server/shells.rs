@@ -12,13 +12,35 @@ use crate::protocol::{AttachMode, AttachReply, Push, ServerLine, ShellInfo, b64_
 use crate::sandbox::pty::{PtyShell, ShellExit, ShellSpec};
 use crate::store::{Chunk, ChunkKind, ShellRecording, Store};
 
-/// History lines an attach reply carries before the screen (a workspace
-/// coming back, a proctor's mirror: both can scroll back through them).
-pub const ATTACH_HISTORY_LINES: usize = 2_000;
-/// Lines of scrollback kept on the server's screen of each shell: what an
-/// attach sends, no more (every line costs a full row of cells per shell;
-/// the recording in the store keeps everything).
-pub const SCROLLBACK_LINES: usize = ATTACH_HISTORY_LINES;
+/// Lines of scrollback kept on the server's screen of each shell, and sent
+/// with an attach (a workspace coming back, a proctor's mirror: both can
+/// scroll back through them). Every line costs a row of cells per shell;
+/// the recording keeps everything. `REBENCH_SCROLLBACK_LINES` sets it.
+pub const SCROLLBACK_VAR: &str = "REBENCH_SCROLLBACK_LINES";
+pub const DEFAULT_SCROLLBACK_LINES: usize = 2_000;
+const MAX_SCROLLBACK_LINES: usize = 100_000;
+
+/// The operator's scrollback setting (read once), else the default.
+pub fn scrollback_lines() -> usize {
+    static LINES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *LINES.get_or_init(|| parse_scrollback(std::env::var(SCROLLBACK_VAR).ok().as_deref()))
+}
+
+fn parse_scrollback(value: Option<&str>) -> usize {
+    match value.map(str::trim).filter(|v| !v.is_empty()) {
+        None => DEFAULT_SCROLLBACK_LINES,
+        Some(v) => match v.parse::<usize>() {
+            Ok(lines) if lines <= MAX_SCROLLBACK_LINES => lines,
+            _ => {
+                tracing::warn!(
+                    "{SCROLLBACK_VAR}={v:?} is not a number of lines up to {MAX_SCROLLBACK_LINES}; using {DEFAULT_SCROLLBACK_LINES}"
+                );
+                DEFAULT_SCROLLBACK_LINES
+            }
+        },
+    }
+}
+
 /// Cursor position request; vt100 does not answer it, so we do.
 const CURSOR_QUERY: &[u8] = b"\x1b[6n";
 
@@ -147,7 +169,7 @@ impl ShellHost {
             on_quota,
             commands: cmd_tx,
             screen: Mutex::new(Screen {
-                parser: vt100::Parser::new(spec.rows, spec.cols, SCROLLBACK_LINES),
+                parser: vt100::Parser::new(spec.rows, spec.cols, scrollback_lines()),
                 cols: spec.cols,
                 rows: spec.rows,
                 exit: None,
@@ -251,7 +273,7 @@ impl ShellHost {
             rows: screen.rows,
             screen: b64_encode(&{
                 // History first, so the client's own scrollback has it.
-                let mut bytes = history_formatted(&mut screen.parser, ATTACH_HISTORY_LINES);
+                let mut bytes = history_formatted(&mut screen.parser, scrollback_lines());
                 bytes.extend(screen.parser.screen().state_formatted());
                 bytes
             }),
@@ -571,8 +593,17 @@ mod tests {
     }
 
     #[test]
+    fn the_scrollback_setting_is_a_bounded_number_of_lines() {
+        assert_eq!(parse_scrollback(None), DEFAULT_SCROLLBACK_LINES);
+        assert_eq!(parse_scrollback(Some(" 500 ")), 500);
+        assert_eq!(parse_scrollback(Some("0")), 0);
+        assert_eq!(parse_scrollback(Some("lots")), DEFAULT_SCROLLBACK_LINES);
+        assert_eq!(parse_scrollback(Some("1000000")), DEFAULT_SCROLLBACK_LINES);
+    }
+
+    #[test]
     fn an_attach_carries_the_history_into_the_clients_scrollback() {
-        let mut server = vt100::Parser::new(6, 40, SCROLLBACK_LINES);
+        let mut server = vt100::Parser::new(6, 40, DEFAULT_SCROLLBACK_LINES);
         for i in 0..30 {
             server.process(format!("\x1b[1mline {i}\x1b[m plain\r\n").as_bytes());
         }

@@ -283,12 +283,37 @@ fn is_lock_error(err: &sled::Error) -> bool {
     }
 }
 
+/// The operator's bound on sled's page cache, in MiB.
+pub const CACHE_VAR: &str = "REBENCH_DB_CACHE_MB";
+const DEFAULT_CACHE_MB: u64 = 32;
+
+/// sled's page cache size: `REBENCH_DB_CACHE_MB`, else 32 MiB (sled's own
+/// default is 1 GiB; with recordings in files of their own, the database
+/// holds sessions and their event logs, which a smaller cache serves).
+pub fn cache_bytes(value: Option<&str>) -> u64 {
+    let mb = match value.map(str::trim).filter(|v| !v.is_empty()) {
+        None => DEFAULT_CACHE_MB,
+        Some(v) => match v.parse::<u64>() {
+            Ok(mb) if (1..=65_536).contains(&mb) => mb,
+            _ => {
+                tracing::warn!(
+                    "{CACHE_VAR}={v:?} is not a size in MiB (1 to 65536); using {DEFAULT_CACHE_MB}"
+                );
+                DEFAULT_CACHE_MB
+            }
+        },
+    };
+    mb * 1024 * 1024
+}
+
 impl Store {
     /// Opens (or creates) the database at `dir`.
     pub fn open(dir: &Path) -> Result<Store> {
+        let cache = cache_bytes(std::env::var(CACHE_VAR).ok().as_deref());
         let config = |compressed: bool| {
             sled::Config::new()
                 .path(dir)
+                .cache_capacity(cache)
                 // Only explicit flushes write, each after a look at the free
                 // space (see `space`); the server flushes every 200 ms anyway.
                 .flush_every_ms(None)
@@ -903,6 +928,14 @@ mod tests {
         drop(store);
         let store = Store::open(&path).unwrap();
         assert_eq!(store.recording("old1", 3).unwrap()[0].data, b"three");
+    }
+
+    #[test]
+    fn the_cache_setting_is_a_size_in_mib() {
+        assert_eq!(cache_bytes(None), 32 << 20);
+        assert_eq!(cache_bytes(Some("8")), 8 << 20);
+        assert_eq!(cache_bytes(Some("0")), 32 << 20);
+        assert_eq!(cache_bytes(Some("a lot")), 32 << 20);
     }
 
     #[test]
