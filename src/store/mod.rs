@@ -226,8 +226,14 @@ pub struct Store {
     recordings: PathBuf,
     /// Flushes shared by the callers waiting at the same time.
     group: Arc<group_flush::GroupFlush>,
-    /// The shells being recorded now, for the periodic sync.
+    /// The shells being recorded now (a read writes out their output first).
     writers: Arc<Mutex<LiveWriters>>,
+    /// The writers with output since the last sync: the periodic sync
+    /// looks at these only, so idle shells cost it nothing.
+    dirty: Arc<Mutex<Vec<Weak<RecordingWriter>>>>,
+    /// Database writes not yet flushed by their writer (`append_unflushed`,
+    /// import claims): the periodic flush skips sled when there are none.
+    unflushed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The writers of the shells being recorded, by session and shell.
@@ -237,6 +243,7 @@ type LiveWriters = HashMap<(String, u32), Weak<RecordingWriter>>;
 pub struct ShellRecording {
     writer: Arc<RecordingWriter>,
     space: Arc<space::SpaceGuard>,
+    dirty: Arc<Mutex<Vec<Weak<RecordingWriter>>>>,
 }
 
 impl ShellRecording {
@@ -256,7 +263,14 @@ impl ShellRecording {
                 free_mb: self.space.free() / (1024 * 1024),
             });
         }
-        self.writer.append(chunk)
+        let seq = self.writer.append(chunk)?;
+        if self.writer.mark_dirty() {
+            self.dirty
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Arc::downgrade(&self.writer));
+        }
+        Ok(seq)
     }
 }
 
@@ -364,6 +378,8 @@ impl Store {
             recordings,
             group: Arc::default(),
             writers: Arc::default(),
+            dirty: Arc::default(),
+            unflushed: Arc::default(),
         })
     }
 
@@ -430,13 +446,11 @@ impl Store {
     /// Makes every shell's recorded output durable (only the files that
     /// gained output since the last sync are written).
     pub fn sync_recordings(&self) -> Result<()> {
-        let live: Vec<Arc<RecordingWriter>> = {
-            let mut writers = self.writers.lock().unwrap_or_else(|e| e.into_inner());
-            writers.retain(|_, w| w.strong_count() > 0);
-            writers.values().filter_map(Weak::upgrade).collect()
-        };
+        let dirty = std::mem::take(&mut *self.dirty.lock().unwrap_or_else(|e| e.into_inner()));
         let mut first_error = None;
-        for writer in live {
+        for writer in dirty.iter().filter_map(Weak::upgrade) {
+            // Cleared first: output from now on queues the writer again.
+            writer.clear_dirty();
             if let Err(e) = writer.sync() {
                 first_error.get_or_insert(e);
             }
@@ -450,7 +464,15 @@ impl Store {
         let store = self.clone();
         tokio::task::spawn_blocking(move || {
             let recordings = store.sync_recordings();
-            store.flush_blocking()?;
+            if store
+                .unflushed
+                .swap(false, std::sync::atomic::Ordering::AcqRel)
+            {
+                store.flush_blocking()?;
+            } else {
+                // No flush, but the look at the free space stays periodic.
+                store.space.check();
+            }
             recordings
         })
         .await
@@ -504,6 +526,8 @@ impl Store {
 
     /// Appends without waiting for the disk (for events whose loss is harmless).
     pub fn append_unflushed(&self, session: &str, event: &Event) -> Result<()> {
+        self.unflushed
+            .store(true, std::sync::atomic::Ordering::Release);
         let tree = self.events_tree(session)?;
         let key = event.seq.to_be_bytes();
         if tree.contains_key(key)? {
@@ -537,6 +561,8 @@ impl Store {
         id: &str,
         exists: impl Fn(&str) -> bool,
     ) -> Result<Option<String>> {
+        self.unflushed
+            .store(true, std::sync::atomic::Ordering::Release);
         loop {
             let current = self.imports.get(key.as_bytes())?;
             if let Some(earlier) = &current {
@@ -557,6 +583,8 @@ impl Store {
 
     /// Gives up a claim made by `reserve_import` (the run was not stored).
     pub fn forget_import(&self, key: &str, id: &str) -> Result<()> {
+        self.unflushed
+            .store(true, std::sync::atomic::Ordering::Release);
         let _ = self.imports.compare_and_swap(
             key.as_bytes(),
             Some(id.as_bytes()),
@@ -609,21 +637,30 @@ impl Store {
         read_all(&self.campaigns, "campaign")
     }
 
-    /// Stores the heartbeats of every running session at once, with one
-    /// flush for all of them.
+    /// Stores the heartbeats of every running session at once: one record
+    /// (`RUNNING_BEATS`) and one flush, a few kilobytes every beat for
+    /// hundreds of sessions. A session that stopped running drops out of
+    /// it; its pause or end event holds a later clock than any beat did.
     pub async fn set_heartbeats(&self, beats: &[(String, Heartbeat)]) -> Result<()> {
         if beats.is_empty() {
             return Ok(());
         }
-        let mut batch = sled::Batch::default();
-        for (session, beat) in beats {
-            batch.insert(session.as_bytes(), to_json(beat)?);
-        }
-        self.heartbeats.apply_batch(batch)?;
+        self.heartbeats.insert(RUNNING_BEATS, encode_beats(beats))?;
         self.flush().await
     }
 
+    /// A session's last heartbeat: from the running sessions' record, else
+    /// the one it was given alone (stores made before that record).
     pub fn heartbeat(&self, session: &str) -> Result<Option<Heartbeat>> {
+        if let Some(bytes) = self.heartbeats.get(RUNNING_BEATS)? {
+            let beats = decode_beats(&bytes).ok_or_else(|| StoreError::Corrupt {
+                what: "the running sessions' heartbeats".into(),
+                message: "cut short or out of range".into(),
+            })?;
+            if let Some((_, beat)) = beats.into_iter().find(|(id, _)| id == session) {
+                return Ok(Some(beat));
+            }
+        }
         match self.heartbeats.get(session.as_bytes())? {
             Some(bytes) => Ok(Some(from_json(&bytes, &format!("heartbeat {session}"))?)),
             None => Ok(None),
@@ -645,6 +682,7 @@ impl Store {
                 let writer = Arc::new(RecordingWriter::open(
                     &self.recording_path(session, shell)?,
                 )?);
+                writers.retain(|_, w| w.strong_count() > 0);
                 writers.insert(key, Arc::downgrade(&writer));
                 writer
             }
@@ -652,6 +690,7 @@ impl Store {
         Ok(ShellRecording {
             writer,
             space: self.space.clone(),
+            dirty: self.dirty.clone(),
         })
     }
 
@@ -735,6 +774,42 @@ fn copy_recordings(from: &Path, to: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The heartbeats tree's key for the running sessions' beats (no session
+/// id starts with a NUL).
+const RUNNING_BEATS: &[u8] = b"\0running";
+
+/// `[id len u8][id][wall ms i64 LE][active ms u64 LE]` per session.
+fn encode_beats(beats: &[(String, Heartbeat)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(beats.len() * 24);
+    for (id, beat) in beats {
+        let id = &id.as_bytes()[..id.len().min(255)];
+        out.push(id.len() as u8);
+        out.extend_from_slice(id);
+        out.extend_from_slice(&beat.at.timestamp_millis().to_le_bytes());
+        out.extend_from_slice(&beat.active_ms.to_le_bytes());
+    }
+    out
+}
+
+fn decode_beats(mut bytes: &[u8]) -> Option<Vec<(String, Heartbeat)>> {
+    let mut out = Vec::new();
+    while let Some((&len, rest)) = bytes.split_first() {
+        let id = rest.get(..len as usize)?;
+        let at = rest.get(len as usize..len as usize + 8)?;
+        let active = rest.get(len as usize + 8..len as usize + 16)?;
+        let at = DateTime::from_timestamp_millis(i64::from_le_bytes(at.try_into().ok()?))?;
+        out.push((
+            String::from_utf8_lossy(id).into_owned(),
+            Heartbeat {
+                at,
+                active_ms: u64::from_le_bytes(active.try_into().ok()?),
+            },
+        ));
+        bytes = &rest[len as usize + 16..];
+    }
+    Some(out)
 }
 
 fn key_u64(bytes: &[u8]) -> u64 {
@@ -882,6 +957,62 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(store.heartbeat("s").unwrap().unwrap().active_ms, 4200);
+        // A store from before the shared record: a session's own beat.
+        store
+            .heartbeats
+            .insert("old", to_json(&Heartbeat { at, active_ms: 7 }).unwrap())
+            .unwrap();
+        assert_eq!(store.heartbeat("old").unwrap().unwrap().active_ms, 7);
+        // The next beat replaces the set of running sessions.
+        let beats: Vec<(String, Heartbeat)> = (0..300)
+            .map(|i| (format!("x{i}"), Heartbeat { at, active_ms: i }))
+            .collect();
+        store.set_heartbeats(&beats).await.unwrap();
+        assert_eq!(
+            store.heartbeat("x299").unwrap().unwrap(),
+            Heartbeat { at, active_ms: 299 }
+        );
+        assert!(store.heartbeat("s").unwrap().is_none(), "no longer running");
+        store
+            .heartbeats
+            .insert(RUNNING_BEATS, &[5u8, b'a'][..])
+            .unwrap();
+        let err = store.heartbeat("x1").unwrap_err().to_string();
+        assert!(err.contains("heartbeats"), "{err}");
+    }
+
+    #[test]
+    fn the_periodic_sync_writes_each_shell_with_new_output_and_only_those() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).unwrap();
+        let at = DateTime::from_timestamp_millis(1_700_000_000_000).unwrap();
+        let chunk = |text: &str| Chunk {
+            kind: ChunkKind::Output,
+            at,
+            active_ms: 1,
+            data: text.as_bytes().to_vec(),
+        };
+        let on_disk = |shell: u32| {
+            recording_file::read_page(&store.recording_path("s", shell).unwrap(), 0, 100)
+                .unwrap()
+                .0
+                .len()
+        };
+        let a = store.recorder("s", 0).unwrap();
+        let b = store.recorder("s", 1).unwrap();
+        a.record(&chunk("one")).unwrap();
+        assert_eq!(store.dirty.lock().unwrap().len(), 1, "queued once");
+        a.record(&chunk("two")).unwrap();
+        assert_eq!(store.dirty.lock().unwrap().len(), 1, "not twice");
+        assert_eq!(on_disk(0), 0, "not yet in the file");
+        store.sync_recordings().unwrap();
+        assert_eq!((on_disk(0), on_disk(1)), (2, 0));
+        assert!(store.dirty.lock().unwrap().is_empty());
+        // Output after a sync queues the shell again.
+        a.record(&chunk("three")).unwrap();
+        b.record(&chunk("uno")).unwrap();
+        store.sync_recordings().unwrap();
+        assert_eq!((on_disk(0), on_disk(1)), (3, 1));
     }
 
     #[test]

@@ -356,6 +356,8 @@ pub fn chunk_count(path: &Path) -> super::Result<u64> {
 pub struct RecordingWriter {
     path: PathBuf,
     state: Mutex<WriterState>,
+    /// Queued for the next sync (see `Store::sync_recordings`).
+    dirty: std::sync::atomic::AtomicBool,
 }
 
 struct WriterState {
@@ -428,11 +430,22 @@ impl RecordingWriter {
                 written_len: whole,
                 unsynced: whole < size,
             }),
+            dirty: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Marks the writer as having output to sync; true when it was not yet.
+    pub fn mark_dirty(&self) -> bool {
+        !self.dirty.swap(true, std::sync::atomic::Ordering::AcqRel)
+    }
+
+    pub fn clear_dirty(&self) {
+        self.dirty
+            .store(false, std::sync::atomic::Ordering::Release);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, WriterState> {
