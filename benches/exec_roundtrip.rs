@@ -1,7 +1,10 @@
-//! Exec round-trip overhead: a command run through the runner (client →
-//! socket → server → bash -c → reply, event logged and flushed) against the same
-//! command spawned directly. Run with `cargo bench --bench exec_roundtrip`.
-//! Reports medians; no assertion (speed targets live here, not in tests).
+//! Exec round trip: `true` run through the runner (socket → server →
+//! sandbox → bash -c → reply, event logged and flushed), through the CLI
+//! (`rebench exec ID -- true`: a process start, the handshake, the same
+//! call), and spawned directly (`sh -c true`), interleaved call by call so
+//! that drift hits all three alike. Run with `cargo bench --bench
+//! exec_roundtrip` (`RUNS`, default 200). Prints medians, p99s and the
+//! ratios to direct spawning (min and median over rounds); no assertions.
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
 
@@ -12,21 +15,43 @@ use std::time::{Duration, Instant};
 use rebench::protocol::{ExecReply, Request};
 use rebench::session::Kind;
 
-const RUNS: usize = 200;
-
-fn median(mut xs: Vec<Duration>) -> Duration {
+fn quantile(xs: &[Duration], q: f64) -> Duration {
+    let mut xs = xs.to_vec();
     xs.sort();
-    xs[xs.len() / 2]
+    xs[((xs.len() - 1) as f64 * q).round() as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let mut bench = common::BenchServer::start("bench", &[]).await?;
+    let runs: usize = std::env::var("RUNS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(200);
+    // `REBENCH_BACKEND=local|bwrap|docker` picks the sessions' sandbox.
+    let backend = std::env::var("REBENCH_BACKEND").ok();
+    let env: Vec<(&str, &str)> = backend
+        .iter()
+        .map(|b| ("REBENCH_BACKEND", b.as_str()))
+        .collect();
+    let mut bench = common::BenchServer::start("bench", &env).await?;
     let session = bench.running_session(Kind::Agent).await?;
+    let data_dir = bench.data_dir();
     let client = &mut bench.admin;
 
-    let mut through_runner = Vec::with_capacity(RUNS);
-    for _ in 0..RUNS {
+    let (mut runner, mut cli, mut direct) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut runner_ratio, mut cli_ratio) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let started = Instant::now();
+        let status = std::process::Command::new("sh")
+            .args(["-c", "true"])
+            .status()?;
+        let plain = started.elapsed();
+        assert!(status.success());
+
         let started = Instant::now();
         let reply: ExecReply = client
             .call(Request::Exec {
@@ -36,34 +61,48 @@ async fn main() -> anyhow::Result<()> {
                 cwd: None,
             })
             .await?;
-        through_runner.push(started.elapsed());
+        let through_runner = started.elapsed();
         assert_eq!(reply.exit_code, Some(0));
-    }
-    let mut direct = Vec::with_capacity(RUNS);
-    for _ in 0..RUNS {
-        let started = Instant::now();
-        let status = tokio::process::Command::new("bash")
-            .args(["-c", "true"])
-            .status()
-            .await?;
-        direct.push(started.elapsed());
-        assert!(status.success());
-    }
-    let (runner, plain) = (median(through_runner), median(direct));
-    println!("exec `true`, median of {RUNS}:");
-    println!(
-        "  through the runner  {:>8.2} ms",
-        runner.as_secs_f64() * 1e3
-    );
-    println!(
-        "  spawned directly    {:>8.2} ms",
-        plain.as_secs_f64() * 1e3
-    );
-    println!(
-        "  overhead            {:>8.2} ms per exec",
-        (runner.as_secs_f64() - plain.as_secs_f64()) * 1e3
-    );
 
+        let started = Instant::now();
+        let status = std::process::Command::new(env!("CARGO_BIN_EXE_rebench"))
+            .arg("--data-dir")
+            .arg(&data_dir)
+            .args(["exec", &session.id, "--", "true"])
+            .status()?;
+        let through_cli = started.elapsed();
+        assert!(status.success());
+
+        runner_ratio.push(through_runner.as_secs_f64() / plain.as_secs_f64());
+        cli_ratio.push(through_cli.as_secs_f64() / plain.as_secs_f64());
+        direct.push(plain);
+        runner.push(through_runner);
+        cli.push(through_cli);
+    }
+    runner_ratio.sort_by(f64::total_cmp);
+    cli_ratio.sort_by(f64::total_cmp);
+    println!(
+        "exec `true` in a {} session, {runs} rounds (one of each per round):",
+        session.sandbox
+    );
+    for (name, xs) in [
+        ("spawned directly (sh -c)", &direct),
+        ("through the runner (socket)", &runner),
+        ("rebench exec (the CLI)", &cli),
+    ] {
+        println!(
+            "  {name:<30} p50 {:>6.2} ms  p99 {:>6.2} ms",
+            ms(quantile(xs, 0.5)),
+            ms(quantile(xs, 0.99))
+        );
+    }
+    println!(
+        "  runner / direct: min {:.2}x  median {:.2}x;  CLI / direct: min {:.2}x  median {:.2}x",
+        runner_ratio[0],
+        runner_ratio[runs / 2],
+        cli_ratio[0],
+        cli_ratio[runs / 2]
+    );
     bench.stop().await;
     Ok(())
 }
