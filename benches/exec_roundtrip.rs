@@ -27,10 +27,7 @@ fn ms(d: Duration) -> f64 {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let runs: usize = std::env::var("RUNS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(200);
+    let runs = common::env_number("RUNS", 200) as usize;
     // `REBENCH_BACKEND=local|bwrap|docker` picks the sessions' sandbox.
     let backend = std::env::var("REBENCH_BACKEND").ok();
     let env: Vec<(&str, &str)> = backend

@@ -101,14 +101,8 @@ fn tmux_server(windows: usize) -> Option<(String, u32)> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let sessions: usize = std::env::var("IDLE_SESSIONS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(50);
-    let secs: u64 = std::env::var("IDLE_SECS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(30);
+    let sessions = common::env_number("IDLE_SESSIONS", 50);
+    let secs = common::env_number("IDLE_SECS", 30);
     let mut bench = common::BenchServer::start("idle", &[]).await?;
     let started = Instant::now();
     for _ in 0..sessions {

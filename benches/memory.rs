@@ -11,9 +11,7 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rebench::protocol::{
-    AttachMode, AttachReply, Push, Request, ShellInfo, b64_decode, b64_encode,
-};
+use rebench::protocol::{AttachMode, AttachReply, Request, ShellInfo};
 use rebench::session::Kind;
 
 /// Resident set size of a process, in MB.
@@ -98,14 +96,8 @@ impl Drop for Tmux {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let mb: u64 = std::env::var("FLOOD_MB")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(100);
-    let repeats: u32 = std::env::var("REPEATS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(5);
+    let mb = common::env_number("FLOOD_MB", 100);
+    let repeats = common::env_number("REPEATS", 5);
     let mut bench = common::BenchServer::start("memory", &[]).await?;
     let session = bench.running_session(Kind::Human).await?.id;
     let server = bench.pid();
@@ -144,43 +136,19 @@ async fn main() -> anyhow::Result<()> {
     for round in 0..=repeats {
         let marker = format!("flooded{round}");
         let command = flood(mb, &marker);
-        admin
-            .send(Request::ShellInput {
-                session: session.clone(),
-                shell: info.shell,
-                data: b64_encode(format!("{command}\r").as_bytes()),
-            })
-            .await?;
-        let needle = format!("{marker}-42");
-        let mut tail = String::new();
-        let mut fell_behind = 0;
-        loop {
-            let bytes = match admin.next_push().await? {
-                Push::ShellOutput { data, .. } => b64_decode(&data).map_err(anyhow::Error::msg)?,
-                // A client that cannot keep up is dropped (as a real one
-                // would be): attach again and look at the screen it gets.
-                Push::ShellDetached { .. } => {
-                    fell_behind += 1;
-                    let reply: AttachReply = admin
-                        .call(Request::ShellAttach {
-                            session: session.clone(),
-                            shell: info.shell,
-                            mode: AttachMode::Driver,
-                        })
-                        .await?;
-                    b64_decode(&reply.screen).map_err(anyhow::Error::msg)?
-                }
-                _ => continue,
-            };
-            tail.push_str(&String::from_utf8_lossy(&bytes));
-            if tail.contains(&needle) {
-                break;
-            }
-            let keep = tail.len().saturating_sub(64);
-            tail = tail[tail.floor_char_boundary(keep)..].to_string();
-        }
-        if fell_behind > 0 {
-            println!("  (the bench's client fell behind {fell_behind} times and attached again)");
+        let run = common::run_in_shell(
+            admin,
+            &session,
+            info.shell,
+            &command,
+            &format!("{marker}-42"),
+        )
+        .await?;
+        if run.fell_behind > 0 {
+            println!(
+                "  (the bench's client fell behind {} times and attached again)",
+                run.fell_behind
+            );
         }
         if let Some(t) = &tmux {
             t.run(&command, &marker);

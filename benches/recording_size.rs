@@ -12,9 +12,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rebench::protocol::{
-    AttachMode, AttachReply, Push, Request, ShellInfo, b64_decode, b64_encode,
-};
+use rebench::protocol::{AttachMode, AttachReply, Request, ShellInfo};
 use rebench::session::Kind;
 
 /// Output of the flood: ~20 MB of a training-log-like text (numbers change on
@@ -61,54 +59,10 @@ fn raw_pty_drain() -> Duration {
     started.elapsed()
 }
 
-/// Types `command` into the shell and reads its output until `needle`;
-/// returns the time, the bytes and the asciicast v2 size of that output.
-async fn run_in_shell(
-    admin: &mut rebench::client::Client,
-    session: &str,
-    shell: u32,
-    command: &str,
-    needle: &str,
-) -> anyhow::Result<(Duration, u64, u64)> {
-    let started = Instant::now();
-    admin
-        .send(Request::ShellInput {
-            session: session.to_string(),
-            shell,
-            data: b64_encode(format!("{command}\r").as_bytes()),
-        })
-        .await?;
-    let (mut bytes_out, mut asciicast) = (0u64, 0u64);
-    let mut tail = String::new();
-    loop {
-        if let Push::ShellOutput { data, .. } = admin.next_push().await? {
-            let bytes = b64_decode(&data).map_err(anyhow::Error::msg)?;
-            bytes_out += bytes.len() as u64;
-            let text = String::from_utf8_lossy(&bytes);
-            // One asciicast v2 event line: [seconds, "o", "text"]
-            let event = serde_json::json!([started.elapsed().as_secs_f64(), "o", text]);
-            asciicast += event.to_string().len() as u64 + 1;
-            tail.push_str(&text);
-            if tail.contains(needle) {
-                return Ok((started.elapsed(), bytes_out, asciicast));
-            }
-            let keep = tail.len().saturating_sub(64);
-            tail = tail[tail.floor_char_boundary(keep)..].to_string();
-        }
-    }
-}
-
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(default)
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let rounds = env_number("ROUNDS", 3);
-    let log_secs = env_number("LOG_SECS", 20);
+    let rounds = common::env_number("ROUNDS", 3);
+    let log_secs = common::env_number("LOG_SECS", 20);
     let mut bench = common::BenchServer::start("recbench", &[]).await?;
     let session = bench.running_session(Kind::Human).await?.id;
     let data = bench.data_dir();
@@ -137,8 +91,8 @@ async fn main() -> anyhow::Result<()> {
         "{}; echo log-done-$((1+1))",
         LOG_LINE.replace("LINES", &lines.to_string())
     );
-    let (_, printed, asciicast) =
-        run_in_shell(admin, &session, info.shell, &command, "log-done-2").await?;
+    let run = common::run_in_shell(admin, &session, info.shell, &command, "log-done-2").await?;
+    let (printed, asciicast) = (run.bytes, run.asciicast);
     tokio::time::sleep(Duration::from_millis(1500)).await; // past the recording flush
     let grown = store_size(&data).saturating_sub(before);
     let recorded = dir_size(&data.join("recordings")).saturating_sub(recordings_before);
@@ -163,8 +117,8 @@ async fn main() -> anyhow::Result<()> {
         let before = store_size(&data);
         let needle = format!("{DONE}-{}", round + 2);
         let command = format!("{FLOOD}; echo {DONE}-$((1+{}))", round + 1);
-        let (through_runner, bytes, _) =
-            run_in_shell(admin, &session, info.shell, &command, &needle).await?;
+        let run = common::run_in_shell(admin, &session, info.shell, &command, &needle).await?;
+        let (through_runner, bytes) = (run.elapsed, run.bytes);
         tokio::time::sleep(Duration::from_millis(1500)).await;
         grown += store_size(&data).saturating_sub(before);
         printed += bytes;

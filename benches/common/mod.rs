@@ -7,7 +7,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rebench::client::Client;
-use rebench::protocol::{CreateSession, Request, SessionView};
+use rebench::protocol::{
+    AttachMode, AttachReply, CreateSession, Push, Request, SessionView, b64_decode, b64_encode,
+};
 use rebench::session::Kind;
 
 pub struct BenchServer {
@@ -88,5 +90,82 @@ impl BenchServer {
         let _ = self.server.kill();
         let _ = self.server.wait();
         let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// A benchmark's numeric setting from the environment, else `default`.
+#[allow(dead_code)] // not every benchmark has settings
+pub fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
+/// What typing a command into a driven shell brought back.
+#[allow(dead_code)] // not every benchmark types into a shell
+pub struct ShellRun {
+    pub elapsed: Duration,
+    pub bytes: u64,
+    /// The size of the same output as asciicast v2 event lines.
+    pub asciicast: u64,
+    /// Times the client fell behind and attached again.
+    pub fell_behind: u32,
+}
+
+/// Types `command` into `shell` and reads its output until `needle`. A
+/// client that cannot keep up is dropped (as a real one would be): it
+/// attaches again and looks at the screen it gets.
+#[allow(dead_code)] // not every benchmark types into a shell
+pub async fn run_in_shell(
+    admin: &mut Client,
+    session: &str,
+    shell: u32,
+    command: &str,
+    needle: &str,
+) -> anyhow::Result<ShellRun> {
+    let started = Instant::now();
+    admin
+        .send(Request::ShellInput {
+            session: session.to_string(),
+            shell,
+            data: b64_encode(format!("{command}\r").as_bytes()),
+        })
+        .await?;
+    let mut run = ShellRun {
+        elapsed: Duration::ZERO,
+        bytes: 0,
+        asciicast: 0,
+        fell_behind: 0,
+    };
+    let mut tail = String::new();
+    loop {
+        let bytes = match admin.next_push().await? {
+            Push::ShellOutput { data, .. } => b64_decode(&data).map_err(anyhow::Error::msg)?,
+            Push::ShellDetached { .. } => {
+                run.fell_behind += 1;
+                let reply: AttachReply = admin
+                    .call(Request::ShellAttach {
+                        session: session.to_string(),
+                        shell,
+                        mode: AttachMode::Driver,
+                    })
+                    .await?;
+                b64_decode(&reply.screen).map_err(anyhow::Error::msg)?
+            }
+            _ => continue,
+        };
+        run.bytes += bytes.len() as u64;
+        let text = String::from_utf8_lossy(&bytes);
+        // One asciicast v2 event line: [seconds, "o", "text"]
+        let event = serde_json::json!([started.elapsed().as_secs_f64(), "o", text]);
+        run.asciicast += event.to_string().len() as u64 + 1;
+        tail.push_str(&text);
+        if tail.contains(needle) {
+            run.elapsed = started.elapsed();
+            return Ok(run);
+        }
+        let keep = tail.len().saturating_sub(64);
+        tail = tail[tail.floor_char_boundary(keep)..].to_string();
     }
 }
