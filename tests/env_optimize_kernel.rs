@@ -70,7 +70,8 @@ fn best_normalized(
 ) -> (f64, f64) {
     let hashes = protected::hash_files(ws, &plan.protected).unwrap();
     let mut best: Option<(f64, f64)> = None;
-    for _ in 0..2 {
+    // Up to four runs: a busy 2-core machine slows single runs by a third.
+    for _ in 0..4 {
         let outcome = score(plan, ready, ws, &hashes, &[]);
         assert!(outcome.valid, "{outcome:#?}");
         let raw = outcome.raw.unwrap();
@@ -127,14 +128,18 @@ fn starting_scores_about_zero_and_reference_about_one() {
     // from outside with the round trip kept, OPTIMIZE_KERNEL_BASELINE =
     // "keep", so the ratio is about 2, not the kernels' 5). The bounds leave
     // room for a busier CI machine; slower than the start clips to 0. A
-    // loaded 2-core machine measured the reference at 0.697 once: the floor
-    // is 0.6, and the reference must still be clearly faster than the start.
+    // loaded 2-core machine measured the reference at 0.697 once and 0.578
+    // (18.4 ms against the manifest's 13.5) another time, in CI with the
+    // other core busy: these are absolute times against the manifest's, so
+    // the floor is 0.5, and what does not depend on the machine's speed is
+    // checked below: the reference is clearly faster than the start, measured
+    // in the same run.
     assert!(
         start <= 0.3,
         "starting solution normalized {start} ({start_raw} ms)"
     );
     assert!(
-        reference >= 0.6,
+        reference >= 0.5,
         "reference normalized {reference} ({ref_raw} ms)"
     );
     assert!(ref_raw * 1.5 < start_raw, "{ref_raw} vs {start_raw}");
