@@ -331,3 +331,121 @@ async fn ties_at_zero_go_to_the_better_raw_value() {
         "not the starting 5.02"
     );
 }
+
+/// A session process that appends to workspace/ticks, however it is started.
+const TICKER: &str =
+    "setsid sh -c 'while :; do echo x >> ticks; sleep 0.01; done' >/dev/null 2>&1 </dev/null &";
+
+fn ticks(ws: &std::path::Path) -> usize {
+    std::fs::read_to_string(ws.join("ticks")).map_or(0, |t| t.lines().count())
+}
+
+/// A running session with the ticker going, its scorer in `watch` mode.
+async fn ticking_session(server: &TestServer, env: &std::path::Path) -> SessionView {
+    let session = server.create_running(env, Some(3600)).await;
+    let ws = std::path::Path::new(&session.workspace);
+    server.exec(&session.id, TICKER).await;
+    assert!(
+        wait_until(std::time::Duration::from_secs(10), || ticks(ws) > 5),
+        "the ticker never ran"
+    );
+    std::fs::write(ws.join("mode"), "watch").unwrap();
+    session
+}
+
+/// Issue 19: `[scoring] exclusive` stops the session's own processes while
+/// an intermediate score is measured (nothing of the participant's runs
+/// beside a timing), records so, and lets them run again afterwards;
+/// without it they run on (the control that shows the probe can see them).
+#[tokio::test]
+async fn an_exclusive_score_stops_the_sessions_processes_while_it_measures() {
+    for exclusive in [false, true] {
+        let (_env_dir, env) = fixture_env(|t| {
+            if exclusive {
+                t.replace(
+                    "protected = [\"helper.py\"]",
+                    "protected = [\"helper.py\"]\nexclusive = true",
+                )
+            } else {
+                t
+            }
+        });
+        let server = TestServer::start();
+        let session = ticking_session(&server, &env).await;
+        let ws = std::path::Path::new(&session.workspace);
+        let entry = server.score(&session.id).await;
+        assert_eq!(entry["valid"], true, "{entry}");
+        let seen = entry["message"].as_str().unwrap().to_string();
+        if exclusive {
+            assert_eq!(
+                seen, "ticks: 0",
+                "exclusive: the session computed beside the scorer"
+            );
+            assert_eq!(entry["details"]["session_stopped"], true, "{entry}");
+            let after = ticks(ws);
+            assert!(
+                wait_until(std::time::Duration::from_secs(10), || ticks(ws) > after + 5),
+                "the session's processes were not let go after the score"
+            );
+            let view = server.show(&session.id).await;
+            assert_eq!(view.state, Phase::Running);
+        } else {
+            let n: usize = seen.trim_start_matches("ticks: ").parse().unwrap();
+            assert!(n > 5, "the control saw no ticks while scoring: {seen}");
+            assert!(entry["details"].get("session_stopped").is_none(), "{entry}");
+        }
+    }
+}
+
+/// A pause while an exclusive score is measured stops the run; the
+/// session's processes stay stopped (the score's release does not thaw a
+/// paused session) until it is resumed.
+#[tokio::test]
+async fn a_pause_during_an_exclusive_score_keeps_the_session_stopped() {
+    let (_env_dir, env) = fixture_env(|t| {
+        t.replace(
+            "protected = [\"helper.py\"]",
+            "protected = [\"helper.py\"]\nexclusive = true",
+        )
+    });
+    let server = TestServer::start();
+    let session = ticking_session(&server, &env).await;
+    let ws = std::path::PathBuf::from(&session.workspace);
+    let mut scorer = server.admin().await;
+    let id = session.id.clone();
+    let scoring = tokio::spawn(async move {
+        scorer
+            .call::<ScoreView>(Request::Score { session: id })
+            .await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    let paused = server.cli(&["pause", "--reason", "break", &session.id]);
+    assert!(
+        paused.status.success(),
+        "{}",
+        String::from_utf8_lossy(&paused.stderr)
+    );
+    match scoring.await.unwrap() {
+        Err(rebench::client::ClientError::Server { code, message }) => {
+            assert_eq!(code, ErrorCode::InvalidState, "{message}");
+            assert!(
+                message.contains("paused while it was being scored"),
+                "{message}"
+            );
+        }
+        other => panic!("a paused run records nothing: {other:?}"),
+    }
+    let first = ticks(&ws);
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    assert_eq!(
+        ticks(&ws),
+        first,
+        "a process computed while the session was paused"
+    );
+    assert!(server.cli(&["resume", &session.id]).status.success());
+    assert!(
+        wait_until(std::time::Duration::from_secs(10), || ticks(&ws)
+            > first + 5),
+        "resume did not let the session's processes go"
+    );
+}

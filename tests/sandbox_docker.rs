@@ -150,6 +150,37 @@ async fn a_docker_session_runs_in_its_own_container() {
         wait_until(Duration::from_secs(10), || ticks(ws) > 5),
         "the loop never ran"
     );
+
+    // prefix-sum is `exclusive`: while its score is measured (the worker in
+    // the container) the session's own processes are stopped, then go on.
+    let scoring = {
+        let mut admin = server.admin().await;
+        let id = id.clone();
+        tokio::spawn(async move {
+            admin
+                .call::<serde_json::Value>(rebench::protocol::Request::Score { session: id })
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let during = ticks(ws);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !scoring.is_finished(),
+        "the score ended before it could be watched"
+    );
+    assert_eq!(
+        ticks(ws),
+        during,
+        "the session computed beside an exclusive score"
+    );
+    let entry = scoring.await.unwrap().unwrap();
+    assert_eq!(entry["valid"], true, "{entry}");
+    assert_eq!(entry["details"]["session_stopped"], true, "{entry}");
+    assert!(
+        wait_until(Duration::from_secs(10), || ticks(ws) > during + 5),
+        "the session's processes stayed stopped after the score"
+    );
     assert!(
         server
             .cli(&["pause", "--reason", "break", &id])

@@ -320,3 +320,21 @@ fn the_workspace_at_common_sizes() {
         insta::assert_snapshot!(format!("workspace_{cols}x{rows}"), render(&a));
     }
 }
+
+/// Issue 19: while an `exclusive` score is timed the participant's shells
+/// stop answering; the UI says why, beside the scoring clock.
+#[test]
+fn an_exclusive_score_says_the_processes_wait() {
+    for exclusive in [false, true] {
+        let mut v = view("running", 10_000.0, several_scores());
+        v.exclusive_scoring = exclusive;
+        let mut a = with_shells(app(v, 140, 45), 1);
+        a.scoring_since_s = Some(a.now_s - 3.0);
+        let screen = format!("{:?}", render(&a).buffer());
+        assert_eq!(
+            screen.contains("your processes wait"),
+            exclusive,
+            "exclusive={exclusive}: {screen}"
+        );
+    }
+}

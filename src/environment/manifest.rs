@@ -178,6 +178,11 @@ pub struct Scoring {
     /// `reference` are measured on each machine (`environment::calibration`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub per_machine: bool,
+    /// Intermediate scores are measured with the session's own processes
+    /// stopped (the clock runs on): nothing of the participant's computes
+    /// beside a timing (`docs/timing.md`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exclusive: bool,
 }
 
 fn default_transform() -> String {

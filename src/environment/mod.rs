@@ -303,6 +303,7 @@ impl Environment {
                 })
                 .transpose()?,
             intermediate: true,
+            exclusive: base.exclusive,
             score_at_start: self.family.is_none(),
             score_at_budget_end: self.score_at_budget_end,
             unnormalized: !self.normalized,
@@ -341,6 +342,10 @@ pub struct ScoringPlan {
     /// scored only from its submission).
     #[serde(default = "yes")]
     pub intermediate: bool,
+    /// Whether the session's own processes are stopped while an
+    /// intermediate score is measured (`[scoring] exclusive`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exclusive: bool,
     /// Whether the starting solution is scored before the clock starts.
     #[serde(default = "yes")]
     pub score_at_start: bool,

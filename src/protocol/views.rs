@@ -220,6 +220,10 @@ pub struct SessionView {
     /// starting and reference scores): `normalized` repeats `raw`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unnormalized: bool,
+    /// Its intermediate scores are measured with its own processes stopped
+    /// (`[scoring] exclusive`): shells wait while one runs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exclusive_scoring: bool,
     /// sha256 of the environment's definition the session was made with
     /// (its manifest; a family's whole folder): runs of different versions
     /// are not compared by default. Empty from an older server.
@@ -356,6 +360,7 @@ impl SessionView {
             sandbox_warning: meta.sandbox_warning.clone(),
             answer_scored: !meta.scoring.intermediate,
             unnormalized: meta.scoring.unnormalized,
+            exclusive_scoring: meta.scoring.exclusive,
             lower_is_better: meta.scoring.normalizer.lower_is_better(),
             manifest_hash: meta.manifest_hash.clone(),
             agent: meta.agent.clone(),

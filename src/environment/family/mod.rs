@@ -203,6 +203,7 @@ impl Family {
                 protected: Vec::new(),
                 pass_env: Vec::new(),
                 per_machine: false,
+                exclusive: false,
             },
             profiles: BTreeMap::new(),
             prepare: None,

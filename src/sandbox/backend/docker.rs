@@ -62,6 +62,36 @@ pub struct Docker {
 }
 
 impl Docker {
+    /// `kill -SIG -1` as the session's user in its container: every
+    /// process of that user but the kill itself (`unpause` first: a paused
+    /// container runs no exec).
+    fn signal_user_processes(
+        &self,
+        signal: &str,
+        unpause: bool,
+    ) -> Result<(), bollard::errors::Error> {
+        let client = &self.engine.client;
+        let name = self.name();
+        block_on(async {
+            if unpause {
+                client.unpause_container(&name).await.ok();
+            }
+            let options = CreateExecOptions::<String> {
+                cmd: Some(vec!["kill".into(), format!("-{signal}"), "-1".into()]),
+                user: Some(self.exec_user()),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                ..Default::default()
+            };
+            let exec = client.create_exec(&name, options).await?;
+            if let StartExecResults::Attached { mut output, .. } =
+                client.start_exec(&exec.id, None).await?
+            {
+                while output.next().await.is_some() {}
+            }
+            Ok(())
+        })
+    }
     pub fn new(exe: PathBuf, keep: bool, engine: Engine, spec: Spec) -> Docker {
         // What a jail shows, a container shows at the same paths.
         let shared = spec
@@ -321,31 +351,40 @@ impl Sandbox for Docker {
     /// every process of the session's user is killed instead (the
     /// container's own processes run as root and stay), then it is resumed.
     fn before_final_score(&self) {
-        let user = self.exec_user();
-        let client = &self.engine.client;
-        let name = self.name();
-        let killed = block_on(async {
-            client.unpause_container(&name).await.ok();
-            let options = CreateExecOptions::<String> {
-                cmd: Some(vec!["kill".into(), "-9".into(), "-1".into()]),
-                user: Some(user),
-                attach_stdout: Some(true),
-                attach_stderr: Some(true),
-                ..Default::default()
-            };
-            let exec = client.create_exec(&name, options).await?;
-            if let StartExecResults::Attached { mut output, .. } =
-                client.start_exec(&exec.id, None).await?
-            {
-                while output.next().await.is_some() {}
-            }
-            Ok::<_, bollard::errors::Error>(())
-        });
-        if let Err(e) = killed {
+        if let Err(e) = self.signal_user_processes("KILL", true) {
             report(
                 &self.engine,
                 &self.session,
                 "stopping the session's processes for the final score",
+                e,
+            );
+        }
+    }
+
+    /// Pausing the container would stop the scorer's worker too: every
+    /// process of the session's user is stopped by signal instead (twice,
+    /// for one forked during the first sweep); the worker, started after,
+    /// runs.
+    fn hold_for_scoring(&self, _shells: &[i32]) {
+        let stopped = self
+            .signal_user_processes("STOP", false)
+            .and_then(|()| self.signal_user_processes("STOP", false));
+        if let Err(e) = stopped {
+            report(
+                &self.engine,
+                &self.session,
+                "stopping the session's processes for an exclusive score",
+                e,
+            );
+        }
+    }
+
+    fn release_after_scoring(&self, _shells: &[i32]) {
+        if let Err(e) = self.signal_user_processes("CONT", false) {
+            report(
+                &self.engine,
+                &self.session,
+                "resuming the session's processes after an exclusive score",
                 e,
             );
         }

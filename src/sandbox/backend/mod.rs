@@ -69,6 +69,19 @@ pub trait Sandbox: Send + Sync {
     fn thaw(&self, shells: &[i32]) {
         self.groups().thaw_marked(shells);
     }
+    /// Stops every process of the session for an exclusive measurement
+    /// (`[scoring] exclusive`) while the scorer, and the participant code
+    /// it starts, run on: in-shell task clients too, at once (the one
+    /// waiting for this score gets its reply when released).
+    fn hold_for_scoring(&self, shells: &[i32]) {
+        if let Some(clients) = self.freeze(shells) {
+            clients();
+        }
+    }
+    /// Lets them run again after `hold_for_scoring`.
+    fn release_after_scoring(&self, shells: &[i32]) {
+        self.thaw(shells);
+    }
     /// After the end's freeze, before the final score: the participant
     /// code that scorer runs must be able to run, while nothing the
     /// session left may. Nothing to do where scorer-run code runs outside

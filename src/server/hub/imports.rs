@@ -226,6 +226,7 @@ fn foreign_plan(profile: Option<String>, normalizer: Normalizer) -> ScoringPlan 
         pass_env: Vec::new(),
         starting_setup: None,
         intermediate: true,
+        exclusive: false,
         score_at_start: false,
         score_at_budget_end: false,
         unnormalized: false,

@@ -1011,6 +1011,7 @@ impl Hub {
             }
             host.active_ms()
         };
+        let held = host.meta.scoring.exclusive && self.hold_for_scoring(&host).await;
         let entry = self
             .run_scorer(
                 &host,
@@ -1019,6 +1020,16 @@ impl Hub {
                 requested_active_ms,
             )
             .await;
+        if held {
+            self.release_after_scoring(&host).await;
+        }
+        let entry = entry.map(|mut entry| {
+            if held {
+                // For the audit: nothing of the session's ran beside it.
+                add_detail(&mut entry, "session_stopped", true.into());
+            }
+            entry
+        });
         if host.scoring_interrupted.load(Ordering::SeqCst) {
             return Err(OpError::state(format!(
                 "session {id} was paused while it was being scored: the scoring run was stopped \
@@ -1109,6 +1120,35 @@ impl Hub {
         .await;
         drop(mark);
         entry
+    }
+
+    /// Stops the session's own processes for an exclusive measurement, if
+    /// it still runs (a pause or end has stopped them already). Holds
+    /// `live` so that no pause, resume or end interleaves with it.
+    async fn hold_for_scoring(&self, host: &Arc<Host>) -> bool {
+        let live = host.live.lock().await;
+        if live.state.phase() != Phase::Running {
+            return false;
+        }
+        let (roots, sandbox_host) = (host.shell_pids(), host.clone());
+        let _ = tokio::task::spawn_blocking(move || sandbox_host.sandbox.hold_for_scoring(&roots))
+            .await;
+        true
+    }
+
+    /// Lets the session's processes run again after an exclusive
+    /// measurement, unless it was paused or ended meanwhile (then they stay
+    /// stopped, as that pause or end wants).
+    async fn release_after_scoring(&self, host: &Arc<Host>) {
+        let live = host.live.lock().await;
+        if live.state.phase() != Phase::Running {
+            return;
+        }
+        let (roots, sandbox_host) = (host.shell_pids(), host.clone());
+        let _ =
+            tokio::task::spawn_blocking(move || sandbox_host.sandbox.release_after_scoring(&roots))
+                .await;
+        drop(live);
     }
 
     /// Stops the intermediate scoring run in progress, if any, for a pause:
@@ -1319,13 +1359,7 @@ impl Hub {
                 .take();
             if let Some(answer) = answer {
                 // Recorded with the score it got (hidden details).
-                let mut details = match std::mem::take(&mut entry.details) {
-                    serde_json::Value::Object(map) => map,
-                    serde_json::Value::Null => serde_json::Map::new(),
-                    other => serde_json::Map::from_iter([("scorer".to_string(), other)]),
-                };
-                details.insert("submission".into(), answer.into());
-                entry.details = serde_json::Value::Object(details);
+                add_detail(&mut entry, "submission", answer.into());
             }
             let mut live = host.live.lock().await;
             host.append_at(
@@ -1762,3 +1796,15 @@ const OPERATOR_PRIVATE: &[&str] = &[
     ".config/gh",
     ".local/share/rebench",
 ];
+
+/// Adds `key` to an entry's details (a scorer's details that are not an
+/// object are kept under `scorer`).
+fn add_detail(entry: &mut crate::session::ScoreEntry, key: &str, value: serde_json::Value) {
+    let mut details = match std::mem::take(&mut entry.details) {
+        serde_json::Value::Object(map) => map,
+        serde_json::Value::Null => serde_json::Map::new(),
+        other => serde_json::Map::from_iter([("scorer".to_string(), other)]),
+    };
+    details.insert(key.into(), value);
+    entry.details = serde_json::Value::Object(details);
+}

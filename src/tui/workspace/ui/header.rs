@@ -89,7 +89,11 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
     if let Some(since) = app.scoring_since_s {
         state_line.push(Span::raw("  "));
         state_line.push(Span::styled(
-            format!("scoring… {}", format::clock(app.now_s - since)),
+            format!(
+                "scoring… {}{}",
+                format::clock(app.now_s - since),
+                exclusive_note(view)
+            ),
             theme.key(),
         ));
     }
@@ -215,6 +219,16 @@ fn compact_scores<'a>(app: &App, view: &crate::protocol::SessionView) -> Vec<Spa
         Span::styled(best, theme.good()),
         Span::styled(format!(" · last {last} · {runs_text}"), theme.dim()),
     ]
+}
+
+/// Said beside "scoring…" when the session's processes wait for the score
+/// (`[scoring] exclusive`): why a shell stopped answering for a moment.
+pub fn exclusive_note(view: &crate::protocol::SessionView) -> &'static str {
+    if view.exclusive_scoring {
+        " · your processes wait while it is timed"
+    } else {
+        ""
+    }
 }
 
 #[cfg(test)]

@@ -111,7 +111,11 @@ fn draw_summary(
     ));
     match app.scoring_since_s {
         Some(since) => lines.push(Line::styled(
-            format!("scoring… {}", format::clock(app.now_s - since)),
+            format!(
+                "scoring… {}{}",
+                format::clock(app.now_s - since),
+                super::header::exclusive_note(view)
+            ),
             theme.key(),
         )),
         // Runs after the start, as numbered everywhere (#1..#n).
