@@ -389,6 +389,10 @@ async fn an_exclusive_score_stops_the_sessions_processes_while_it_measures() {
             );
             let view = server.show(&session.id).await;
             assert_eq!(view.state, Phase::Running);
+            // `score` typed in a shell: its client is stopped with the rest
+            // and gets its reply once let go.
+            let (screen, found) = shell_until(&server, &session.id, "score\r", "ticks: 0").await;
+            assert!(found, "no in-shell exclusive score: {screen}");
         } else {
             let n: usize = seen.trim_start_matches("ticks: ").parse().unwrap();
             assert!(n > 5, "the control saw no ticks while scoring: {seen}");
