@@ -168,6 +168,11 @@ except ImportError as e:
     fail(f"torch is not importable by {sys.executable} ({e})")
 if settings["threads"]:
     torch.set_num_threads(settings["threads"])
+if settings.get("cpu", -1) >= 0:
+    try:
+        os.sched_setaffinity(0, {settings["cpu"]})  # the scorer's CPU (a container may not have it)
+    except (AttributeError, OSError, ValueError):
+        pass
 device = torch.device(settings["device"])
 synchronize = torch.cuda.synchronize if settings["device"] == "cuda" else (lambda: None)
 try:
@@ -325,6 +330,18 @@ def expected_digest(torch, device, seed, n):
     return int((expected * weights).sum())
 
 
+def scorer_cpu():
+    """On the CPU: one CPU of those this process may use (the last: the
+    first tends to take interrupts); the scorer and its worker run there,
+    so that a call never waits on a process woken on another core."""
+    try:
+        cpu = max(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpu})
+        return cpu
+    except (AttributeError, OSError):
+        return -1
+
+
 def quartiles(values):
     """(first quartile, median, third quartile)."""
     if len(values) == 1:
@@ -361,7 +378,8 @@ def score(workspace, details):
     if expected_prefix_sum(torch, probe).tolist() != definition(probe.tolist()):
         raise RuntimeError("scorer self-check failed: expected_prefix_sum disagrees with the definition")
 
-    settings = {"device": device_name, "threads": threads, "low": LOW, "high": HIGH}
+    settings = {"device": device_name, "threads": threads, "low": LOW, "high": HIGH, "cpu": scorer_cpu() if device_name == "cpu" else -1}
+    details["cpu"] = settings["cpu"]
     prefix = json.loads(os.environ["REBENCH_JAIL"]) if os.environ.get("REBENCH_JAIL") else []
     details["runner"] = "REBENCH_JAIL" if prefix else "direct"
     seed = int.from_bytes(os.urandom(8), "little") >> 1
