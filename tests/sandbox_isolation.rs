@@ -36,6 +36,18 @@ fn host_pids_running(argv: &[&str]) -> Vec<i32> {
         .collect()
 }
 
+/// Host pids whose command line contains `text`.
+fn host_pids_containing(text: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(text))
+        })
+        .collect()
+}
+
 fn state_of(pid: i32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat.rsplit(')').next()?.trim().chars().next()
@@ -374,5 +386,93 @@ async fn a_jail_killed_from_inside_is_replaced_by_the_next_command() {
     assert!(
         after.stdout.contains("sleep infinity"),
         "a new jail: {after:?}"
+    );
+}
+
+/// Issue 20: a command enters the jail from the server's forked child, with
+/// no `sandbox-enter` helper in between, and the same effect: inside the
+/// jail's pid namespace, no capabilities, its exit code or signal passed
+/// on, and nothing but its stdio open (a descriptor the server inherited
+/// without close-on-exec does not reach it).
+#[tokio::test]
+async fn a_command_enters_the_jail_without_a_helper_and_holds_only_its_stdio() {
+    if !bwrap_works("isolation tests") {
+        return;
+    }
+    // A descriptor the server inherits without close-on-exec.
+    let leaked = std::fs::File::open("/dev/null").unwrap();
+    // SAFETY: dup of an open descriptor; the copy has no close-on-exec.
+    let inherited = unsafe { libc::dup(std::os::fd::AsRawFd::as_raw_fd(&leaked)) };
+    assert!(inherited > 2);
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = isolated_server();
+    // SAFETY: closing the copy this process holds (the server has its own).
+    unsafe { libc::close(inherited) };
+    let session = server.create_running(&env, Some(3600)).await;
+    let seen = server
+        .exec(
+            &session.id,
+            "echo pid=$$; grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status; \
+             ls /proc/$$/fd | sort -n | tr '\\n' ' '; echo; exit 3",
+        )
+        .await;
+    assert_eq!(seen.exit_code, Some(3), "{seen:?}");
+    let out = seen.stdout;
+    let pid: i32 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("pid="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(pid < 100, "not in the jail's pid namespace: {out}");
+    assert!(out.contains("CapEff:\t0000000000000000"), "{out}");
+    assert!(out.contains("CapBnd:\t0000000000000000"), "{out}");
+    assert!(out.contains("NoNewPrivs:\t1"), "{out}");
+    let fds = out.lines().nth(4).unwrap_or_default();
+    assert_eq!(fds.trim(), "0 1 2", "only stdio: {out}");
+    // On the host, the command's parent is the server's own fork.
+    let id = session.id.clone();
+    let watch = {
+        let mut admin = server.admin().await;
+        tokio::spawn(async move {
+            admin
+                .call::<serde_json::Value>(Request::Exec {
+                    session: id,
+                    command: "sleep 2; true # helper-probe".into(),
+                    timeout_s: Some(20.0),
+                    cwd: None,
+                })
+                .await
+        })
+    };
+    let mut parent = String::new();
+    for _ in 0..200 {
+        if let Some(pid) = host_pids_containing("helper-probe").into_iter().next() {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit(')')
+                .next()
+                .and_then(|s| s.split_whitespace().nth(1));
+            parent = ppid
+                .and_then(|p| std::fs::read(format!("/proc/{p}/cmdline")).ok())
+                .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+                .unwrap_or_default();
+            if !parent.is_empty() {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(
+        !parent.contains("sandbox-enter"),
+        "a helper process: {parent}"
+    );
+    assert!(parent.contains("serve"), "{parent}");
+    watch.await.unwrap().unwrap();
+    let killed = server.exec(&session.id, "kill -9 $$").await;
+    assert_eq!(
+        (killed.exit_code, killed.signal),
+        (None, Some(9)),
+        "{killed:?}"
     );
 }

@@ -7,12 +7,14 @@
 
 pub mod backend;
 pub mod cgroup;
+mod direct;
 pub mod docker;
 pub mod enter;
 mod enter_docker;
 pub mod environ;
 pub mod exec;
 pub mod jail;
+mod namespaces;
 pub mod procs;
 pub mod pty;
 
