@@ -14,7 +14,7 @@ fn spec(command: &str, cwd: &Path) -> ExecSpec {
         cwd: cwd.to_path_buf(),
         env: Vec::new(),
         env_clear: false,
-        entry: rebench::sandbox::enter::Entry::Prefix(Vec::new()),
+        prefix: Vec::new(),
         timeout: Duration::from_secs(20),
         output_limit: 64 * 1024,
         stdin: None,

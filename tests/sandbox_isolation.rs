@@ -100,7 +100,7 @@ async fn an_isolated_session_sees_its_workspace_and_nothing_it_must_not() {
         "the in-session client reaches the server: {out}\n{}",
         seen.stderr
     );
-    // Only the jail's own rebench processes (sandbox-enter, the task client) show.
+    // Only the jail's own rebench processes (the launcher, the task client) show.
     assert_eq!(
         std::fs::read_to_string(std::path::Path::new(&session.workspace).join("made-inside"))
             .unwrap(),
@@ -389,13 +389,13 @@ async fn a_jail_killed_from_inside_is_replaced_by_the_next_command() {
     );
 }
 
-/// Issue 20: a command enters the jail from the server's forked child, with
-/// no `sandbox-enter` helper in between, and the same effect: inside the
-/// jail's pid namespace, no capabilities, its exit code or signal passed
-/// on, and nothing but its stdio open (a descriptor the server inherited
-/// without close-on-exec does not reach it).
+/// Issue 20: a command enters the jail through the small launcher
+/// (`rebench-enter`, not the whole CLI's `sandbox-enter`), with the same
+/// effect: inside the jail's pid namespace, no capabilities, its exit code
+/// or signal passed on, and nothing but its stdio open (a descriptor the
+/// server inherited without close-on-exec does not reach it).
 #[tokio::test]
-async fn a_command_enters_the_jail_without_a_helper_and_holds_only_its_stdio() {
+async fn a_command_enters_the_jail_through_the_small_launcher_and_holds_only_its_stdio() {
     if !bwrap_works("isolation tests") {
         return;
     }
@@ -430,7 +430,7 @@ async fn a_command_enters_the_jail_without_a_helper_and_holds_only_its_stdio() {
     assert!(out.contains("NoNewPrivs:\t1"), "{out}");
     let fds = out.lines().nth(4).unwrap_or_default();
     assert_eq!(fds.trim(), "0 1 2", "only stdio: {out}");
-    // On the host, the command's parent is the server's own fork.
+    // On the host, the command's parent is the small launcher.
     let id = session.id.clone();
     let watch = {
         let mut admin = server.admin().await;

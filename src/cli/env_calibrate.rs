@@ -65,7 +65,7 @@ impl Scorer<'_> {
                 env
             },
             env_clear: true,
-            entry: crate::sandbox::enter::Entry::Prefix(Vec::new()),
+            prefix: Vec::new(),
             timeout: parse_duration(&calibrate.timeout).unwrap_or(Duration::from_secs(3600)),
             output_limit: OUTPUT_LIMIT,
             stdin: None,

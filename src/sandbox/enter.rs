@@ -12,13 +12,13 @@
 //! requires a single-threaded process.
 
 use std::ffi::{OsStr, OsString};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
+use super::entry::SessionEntry;
 use super::environ;
-use super::namespaces::{JailNamespaces, die_of};
 
 /// What `rebench sandbox-enter` was asked to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,24 +44,12 @@ pub struct DockerTarget {
     pub user: String,
 }
 
-/// How a process of a session is started.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Entry {
-    /// Through this argv prefix (`rebench sandbox-enter …`, a container's
-    /// way in); empty: as it is.
-    Prefix(Vec<String>),
-    /// The forked child enters the session by itself before it execs, with
-    /// the same effect as `sandbox-enter` and no helper process
-    /// (`direct`): a session's commands on the server's own machine.
-    Direct(Launch),
-}
-
-/// Runs `launch`; returns the exit code to exit with (only in a jail: else
-/// the command replaces this process). A child killed by a signal makes
-/// this process die of the same signal.
+/// Runs `launch` (`rebench sandbox-enter`); returns only with an error:
+/// the command replaces this process, or in a jail this process waits for
+/// it and exits as it did (dying of its signal).
 pub fn launch(launch: &Launch) -> anyhow::Result<i32> {
-    let Some((program, args)) = launch.argv.split_first() else {
-        bail!("sandbox-enter needs a command");
+    let Some(docker) = &launch.docker else {
+        return launch_here(launch);
     };
     // Fail closed: a process that cannot be contained does not run.
     if let Some(cgroup) = &launch.cgroup {
@@ -69,27 +57,34 @@ pub fn launch(launch: &Launch) -> anyhow::Result<i32> {
         std::fs::write(&procs, "0")
             .with_context(|| format!("joining the session's cgroup ({})", procs.display()))?;
     }
-    if let Some(docker) = &launch.docker {
-        return super::enter_docker::run(
-            docker,
-            &launch.cwd,
-            &scrubbed_env(&launch.env)?,
-            &launch.argv,
-        );
+    super::enter_docker::run(
+        docker,
+        &launch.cwd,
+        &scrubbed_env(&launch.env)?,
+        &launch.argv,
+    )
+}
+
+/// A launch on this machine (`rebench-enter`, and `sandbox-enter` without
+/// a container): the cgroup, the scrubbed environment, the jail
+/// (`entry::SessionEntry`), then the command in this process's place.
+pub fn launch_here(launch: &Launch) -> anyhow::Result<i32> {
+    let Some((program, args)) = launch.argv.split_first() else {
+        bail!("the launcher needs a command");
+    };
+    let env = scrubbed_env(&launch.env)?;
+    let entry = SessionEntry::open(launch)?;
+    entry.enter().context("entering the session")?;
+    if !entry.sets_cwd() {
+        std::env::set_current_dir(&launch.cwd)
+            .with_context(|| format!("changing to {}", launch.cwd.display()))?;
     }
-    let mut command = std::process::Command::new(program);
-    command
+    let err = std::process::Command::new(program)
         .args(args)
         .env_clear()
-        .envs(scrubbed_env(&launch.env)?);
-    match launch.target {
-        None => {
-            command.current_dir(&launch.cwd);
-            let err = command.exec();
-            bail!("starting {}: {err}", program.to_string_lossy())
-        }
-        Some(target) => enter_jail(target, &launch.cwd, command),
-    }
+        .envs(env)
+        .exec();
+    bail!("starting {}: {err}", program.to_string_lossy())
 }
 
 /// This process's allowlisted variables, then `extra` (`KEY=VALUE`).
@@ -126,28 +121,20 @@ pub fn scrub(
     Ok(vars)
 }
 
-/// Joins the namespaces of `target` (the jail's init, a host pid), moves to
-/// `cwd` and runs `command` there as a child; returns its exit code.
-fn enter_jail(target: i32, cwd: &Path, mut command: std::process::Command) -> anyhow::Result<i32> {
-    JailNamespaces::open(target)?
-        .join()
-        .context("joining the jail's namespaces")?;
-    std::env::set_current_dir(cwd)
-        .with_context(|| format!("changing to {} inside the jail", cwd.display()))?;
-    // The pid namespace applies to children only: the command is one.
-    let program = command.get_program().to_string_lossy().into_owned();
-    let status = command
-        .status()
-        .with_context(|| format!("starting {program} inside the jail"))?;
-    if let Some(signal) = status.signal() {
-        die_of(signal);
-    }
-    Ok(status.code().unwrap_or(1))
-}
+/// The small launcher, installed beside `rebench`.
+pub const ENTER_PROGRAM: &str = "rebench-enter";
 
-/// The argv prefix that starts a command through `rebench sandbox-enter`.
+/// The argv prefix that starts a command through the launcher:
+/// `rebench-enter` beside `exe` (a small program, quick to start: every
+/// command of an agent pays for it), else, and for a container (which
+/// needs the engine's client), `exe sandbox-enter`.
 pub fn prefix(exe: &Path, launch_opts: &Launch) -> Vec<String> {
-    let mut argv = vec![exe.display().to_string(), "sandbox-enter".to_string()];
+    let small = exe.with_file_name(ENTER_PROGRAM);
+    let mut argv = if launch_opts.docker.is_none() && small.is_file() {
+        vec![small.display().to_string()]
+    } else {
+        vec![exe.display().to_string(), "sandbox-enter".to_string()]
+    };
     if let Some(target) = launch_opts.target {
         argv.extend(["--target".to_string(), target.to_string()]);
     }
@@ -220,6 +207,41 @@ mod tests {
                 "--"
             ]
         );
+    }
+
+    #[test]
+    fn the_small_launcher_beside_the_binary_is_preferred_but_not_for_containers() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("rebench");
+        let launch = Launch {
+            target: None,
+            cgroup: None,
+            docker: None,
+            cwd: PathBuf::from("/ws"),
+            env: Vec::new(),
+            argv: Vec::new(),
+        };
+        assert_eq!(
+            prefix(&exe, &launch)[1],
+            "sandbox-enter",
+            "none beside it yet"
+        );
+        std::fs::write(dir.path().join(ENTER_PROGRAM), "").unwrap();
+        let small = prefix(&exe, &launch);
+        assert_eq!(
+            small[0],
+            dir.path().join(ENTER_PROGRAM).display().to_string()
+        );
+        assert_eq!(small[1..], ["--cwd", "/ws", "--"]);
+        let docker = Launch {
+            docker: Some(DockerTarget {
+                endpoint: "unix:///d.sock".into(),
+                container: "c".into(),
+                user: "agent".into(),
+            }),
+            ..launch
+        };
+        assert_eq!(prefix(&exe, &docker)[1], "sandbox-enter");
     }
 
     #[test]

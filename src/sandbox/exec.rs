@@ -1,11 +1,9 @@
 //! Running an agent's command: `bash -c`, bounded output, a timeout that
 //! kills the whole process group.
 
-use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -15,8 +13,6 @@ use tokio::process::{Child, Command};
 use tokio::sync::watch;
 
 use super::capture::{BoundedBuffer, capture};
-use super::direct::DirectEntry;
-use super::enter::{Entry, scrub};
 use super::sys::signal_group;
 
 /// How long readers may keep draining after the main process exited. Only a
@@ -34,9 +30,9 @@ pub struct ExecSpec {
     /// Start from an empty environment instead of the inherited one (session
     /// processes always do: see `environ`); `env` is then all there is.
     pub env_clear: bool,
-    /// How `bash -c command` enters the session (`Sandbox::entry`);
-    /// `Entry::Prefix(vec![])`: as it is.
-    pub entry: Entry,
+    /// Run `bash -c command` through this argv (a session's jail, see
+    /// `jail`); empty: directly.
+    pub prefix: Vec<String>,
     pub timeout: Duration,
     /// Bytes kept from each of stdout and stderr.
     pub output_limit: usize,
@@ -119,64 +115,31 @@ pub async fn exec(spec: &ExecSpec) -> anyhow::Result<ExecResult> {
 }
 
 fn spawn_shell(spec: &ExecSpec) -> anyhow::Result<Child> {
-    let entry = match &spec.entry {
-        Entry::Direct(launch) => Some(Arc::new(DirectEntry::open(launch)?)),
-        Entry::Prefix(_) => None,
-    };
-    let spawn = |shell: &str| -> anyhow::Result<std::io::Result<Child>> {
-        Ok(build_command(shell, spec, entry.clone())?.spawn())
-    };
-    match spawn("bash")? {
+    match build_command("bash", spec).spawn() {
         Err(err) if err.kind() == std::io::ErrorKind::NotFound && spec.cwd.is_dir() => {
-            spawn("sh")?.with_context(|| format!("spawning `sh -c` in {}", spec.cwd.display()))
+            build_command("sh", spec)
+                .spawn()
+                .with_context(|| format!("spawning `sh -c` in {}", spec.cwd.display()))
         }
         spawned => spawned.with_context(|| format!("spawning `bash -c` in {}", spec.cwd.display())),
     }
 }
 
-fn build_command(
-    shell: &str,
-    spec: &ExecSpec,
-    direct: Option<Arc<DirectEntry>>,
-) -> anyhow::Result<Command> {
-    let mut command = match &spec.entry {
-        Entry::Prefix(prefix) => match prefix.split_first() {
-            Some((program, args)) => {
-                let mut command = Command::new(program);
-                command.args(args).arg(shell);
-                command
-            }
-            None => Command::new(shell),
-        },
-        Entry::Direct(_) => Command::new(shell),
+fn build_command(shell: &str, spec: &ExecSpec) -> Command {
+    let mut command = match spec.prefix.split_first() {
+        Some((program, args)) => {
+            let mut command = Command::new(program);
+            command.args(args).arg(shell);
+            command
+        }
+        None => Command::new(shell),
     };
-    command.arg("-c").arg(&spec.command);
+    command.arg("-c").arg(&spec.command).current_dir(&spec.cwd);
     if spec.env_clear {
         command.env_clear();
     }
-    match (&spec.entry, direct) {
-        (Entry::Direct(launch), Some(direct)) => {
-            // What sandbox-enter would have scrubbed its environment to.
-            let vars = spec
-                .env
-                .iter()
-                .map(|(k, v)| (OsString::from(k), OsString::from(v)));
-            command.envs(scrub(vars, &launch.env)?);
-            if !direct.sets_cwd() {
-                command.current_dir(&spec.cwd);
-            }
-            // SAFETY: `enter` makes system calls only (see `direct`).
-            unsafe {
-                command.pre_exec(move || direct.enter());
-            }
-        }
-        _ => {
-            command
-                .envs(spec.env.iter().map(|(k, v)| (k, v)))
-                .current_dir(&spec.cwd);
-        }
-    }
     command
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(if spec.stdin.is_some() {
             Stdio::piped()
         } else {
@@ -188,7 +151,7 @@ fn build_command(
         // If our future is dropped mid-run, tokio kills and reaps the leader;
         // GroupKiller's Drop takes care of the rest of the group.
         .kill_on_drop(true);
-    Ok(command)
+    command
 }
 
 /// Waits for the main process; on timeout kills its group and reaps it.
@@ -276,7 +239,7 @@ mod tests {
             cwd: PathBuf::from("/"),
             env: Vec::new(),
             env_clear: false,
-            entry: Entry::Prefix(Vec::new()),
+            prefix: Vec::new(),
             timeout: Duration::from_secs(1),
             output_limit: 1,
             stdin: None,

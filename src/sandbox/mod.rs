@@ -7,10 +7,10 @@
 
 pub mod backend;
 pub mod cgroup;
-mod direct;
 pub mod docker;
 pub mod enter;
 mod enter_docker;
+mod entry;
 pub mod environ;
 pub mod exec;
 pub mod jail;

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::sandbox::enter::{Entry, Launch, prefix};
+use crate::sandbox::enter::{Launch, prefix};
 use crate::sandbox::jail::{Jail, Layout};
 use crate::sandbox::procs::Members;
 
@@ -95,17 +95,6 @@ impl Sandbox for Bwrap {
     fn containment(&self) -> &'static str {
         // Without a cgroup, the jail's pid namespace (it exists from the first process on).
         self.groups.containment("pidns")
-    }
-
-    fn entry(&self, cwd: &Path) -> Result<Entry, String> {
-        Ok(Entry::Direct(Launch {
-            target: Some(self.target()?),
-            cgroup: self.groups.join(true),
-            docker: None,
-            cwd: cwd.to_path_buf(),
-            env: Vec::new(),
-            argv: Vec::new(),
-        }))
     }
 
     fn launcher(&self, cwd: &Path, own_group: bool) -> Result<Vec<String>, String> {

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::sandbox::enter::{Entry, Launch, prefix};
+use crate::sandbox::enter::{Launch, prefix};
 
 use super::{Groups, Sandbox};
 
@@ -29,17 +29,6 @@ impl Sandbox for Local {
 
     fn containment(&self) -> &'static str {
         self.groups.containment("marker")
-    }
-
-    fn entry(&self, cwd: &Path) -> Result<Entry, String> {
-        Ok(Entry::Direct(Launch {
-            target: None,
-            cgroup: self.groups.join(true),
-            docker: None,
-            cwd: cwd.to_path_buf(),
-            env: Vec::new(),
-            argv: Vec::new(),
-        }))
     }
 
     fn launcher(&self, cwd: &Path, own_group: bool) -> Result<Vec<String>, String> {

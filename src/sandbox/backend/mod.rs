@@ -21,7 +21,6 @@ pub use groups::Groups;
 pub use local::Local;
 pub use unavailable::Unavailable;
 
-use super::enter::Entry;
 use super::jail::{Isolation, Layout};
 
 /// A step a freeze leaves for later: run once the grace for in-shell
@@ -46,12 +45,6 @@ pub trait Sandbox: Send + Sync {
     /// `own_group` false the process stays in its caller's group: the
     /// participant code a scoring run starts dies with that run.
     fn launcher(&self, cwd: &Path, own_group: bool) -> Result<Vec<String>, String>;
-    /// How a process of the session starts in `cwd` (in the session's
-    /// group), starting its environment if need be: by default through
-    /// `launcher`; backends on the server's own machine enter directly.
-    fn entry(&self, cwd: &Path) -> Result<Entry, String> {
-        self.launcher(cwd, true).map(Entry::Prefix)
-    }
     /// The argv prefix that runs a command as root in the session's
     /// environment, in `cwd`: a Task Standard family's own code runs so
     /// (only containers have a root apart from the server's).

@@ -637,7 +637,7 @@ impl Hub {
             cwd: workspace.clone(),
             env: self.session_env(host),
             env_clear: true,
-            entry: self.entry(host, &workspace)?,
+            prefix: self.launcher(host, &workspace, true)?,
             timeout: setup.timeout,
             output_limit: EXEC_LOG_LIMIT,
             stdin: None,
@@ -1486,11 +1486,6 @@ impl Hub {
             .map_err(OpError::internal)
     }
 
-    /// How a session process starts in `cwd` (see `Sandbox::entry`).
-    fn entry(&self, host: &Host, cwd: &Path) -> OpResult<crate::sandbox::enter::Entry> {
-        host.sandbox.entry(cwd).map_err(OpError::internal)
-    }
-
     /// What the session's scorer gets as REBENCH_JAIL: the prefix that runs
     /// participant code as a session process would (scrubbed environment,
     /// the jail when isolated), in the workspace, inside the scoring run's
@@ -1636,7 +1631,7 @@ impl Hub {
             cwd: workdir.clone(),
             env: self.session_env(&host),
             env_clear: true,
-            entry: self.entry(&host, &workdir)?,
+            prefix: self.launcher(&host, &workdir, true)?,
             timeout,
             output_limit: EXEC_OUTPUT_LIMIT,
             stdin: None,

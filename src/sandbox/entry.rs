@@ -1,12 +1,12 @@
-//! Starting a session process without the `rebench sandbox-enter` helper:
-//! the forked child joins the session's cgroup and, for a jail, its
-//! namespaces by itself before it execs. Everything it needs is opened
-//! before the fork; between fork and exec it makes system calls only.
+//! Entering a session, as the launcher (`rebench-enter`, `rebench
+//! sandbox-enter`) does before it execs the command: join the session's
+//! cgroup and, for a jail, its namespaces. Everything is opened first;
+//! entering makes system calls only (no allocation, no locks), so it would
+//! also be safe between fork and exec.
 //!
-//! A pid namespace applies to children only, so in a jail the child forks
-//! once more: the grandchild execs the command inside the jail, and the
-//! child waits for it and exits as it did (as `sandbox-enter` does, minus
-//! the exec of a large binary and its start-up).
+//! A pid namespace applies to children only, so in a jail the launcher
+//! forks once more: the child execs the command inside the jail, and the
+//! launcher waits for it and exits as it did.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -19,12 +19,12 @@ use super::enter::Launch;
 use super::namespaces::{JailNamespaces, die_of};
 
 /// A launch, opened and ready to enter from a forked child.
-pub struct DirectEntry {
+pub struct SessionEntry {
     cgroup_procs: Option<File>,
     jail: Option<(JailNamespaces, CString)>,
 }
 
-impl DirectEntry {
+impl SessionEntry {
     /// Opens what `launch` names (its `env` and `argv` are the caller's to
     /// apply). Fails closed: a process that could not be contained does not
     /// start.
@@ -51,15 +51,15 @@ impl DirectEntry {
         Ok(Self { cgroup_procs, jail })
     }
 
-    /// Whether the working directory is entered here (inside the jail's
-    /// mount namespace) rather than by the command builder.
+    /// Whether `enter` changes to the working directory (inside the jail's
+    /// mount namespace); else that is the caller's to do.
     pub fn sets_cwd(&self) -> bool {
         self.jail.is_some()
     }
 
-    /// Runs in the forked child, before exec: joins the cgroup, then the
-    /// jail (its namespaces, no capabilities, its working directory, and
-    /// the extra fork). Returns in the process that is to exec.
+    /// Joins the cgroup, then the jail (its namespaces, no capabilities,
+    /// its working directory, and the extra fork). Returns in the process
+    /// that is to exec the command.
     pub fn enter(&self) -> io::Result<()> {
         if let Some(procs) = &self.cgroup_procs {
             // "0": the writing process itself.
@@ -91,9 +91,8 @@ fn fork_and_pass_on_exit() -> io::Result<()> {
     if pid == 0 {
         return Ok(());
     }
-    // Whoever started us waits for the exec report on a close-on-exec
-    // pipe: the command's exec closes its end, this process must not hold
-    // another. Nothing here needs more than stdio.
+    // Nothing here needs more than stdio, and whoever started this process
+    // may wait for the command's close-on-exec descriptors to close.
     close_descriptors_from(3);
     let mut status = 0;
     loop {
