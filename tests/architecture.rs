@@ -20,7 +20,7 @@ const LAYERS: &[&[&str]] = &[
     &["client"],
     &["recording", "report", "campaign", "inspect"],
     &["tui"],
-    &["cli"],
+    &["cli", "bin"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {
