@@ -1,0 +1,300 @@
+//! The workspace UI as an expert meets it, beside tmux and a bare PTY, each
+//! in a 200×50 terminal driven through a real PTY (this benchmark is the
+//! terminal): the time from a keystroke to its echo coming back, and the
+//! time `seq 1 2000000` takes to finish on screen. Targets interleave
+//! round by round so that the machine's drift hits them alike; ratios are
+//! taken within a round. Run with `cargo bench --bench workspace_ui`;
+//! settings `UI_ROUNDS` (default 5), `UI_KEYS` (keys per target and round,
+//! default 60), `UI_FLOOD` (the `seq` count, default 2000000). It prints,
+//! and asserts nothing.
+
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
+mod common;
+
+use std::io::{Read, Write};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
+use rebench::session::Kind;
+
+const COLS: u16 = 200;
+const ROWS: u16 = 50;
+/// Echoed letters: none of them ends or sits inside an escape sequence.
+const KEYS: &[u8] = b"zxvwyjk";
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A program in a PTY of its own, its output read on a thread.
+struct Term {
+    name: &'static str,
+    _master: Box<dyn MasterPty + Send>,
+    writer: Box<dyn Write + Send>,
+    output: Receiver<Vec<u8>>,
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+    /// The end of what was read, so a needle split across reads is found.
+    tail: Vec<u8>,
+    /// Commands run so far: each gets a marker of its own, because a UI
+    /// redraws old lines (and their markers) as the screen scrolls.
+    runs: usize,
+}
+
+impl Term {
+    fn spawn(name: &'static str, argv: &[&str]) -> Term {
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows: ROWS,
+                cols: COLS,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .unwrap();
+        let mut command = CommandBuilder::new(argv[0]);
+        command.args(&argv[1..]);
+        command.env("TERM", "xterm-256color");
+        command.env("PS1", "$ ");
+        let child = pair.slave.spawn_command(command).unwrap();
+        let mut reader = pair.master.try_clone_reader().unwrap();
+        let (tx, output) = channel();
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                    break;
+                }
+            }
+        });
+        Term {
+            name,
+            writer: pair.master.take_writer().unwrap(),
+            _master: pair.master,
+            output,
+            child,
+            tail: Vec::new(),
+            runs: 0,
+        }
+    }
+
+    fn type_bytes(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).unwrap();
+        self.writer.flush().unwrap();
+    }
+
+    /// Reads until `needle` shows; what came before is dropped.
+    fn wait_for(&mut self, needle: &[u8]) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(at) = find(&self.tail, needle) {
+                self.tail.drain(..at + needle.len());
+                return;
+            }
+            let keep = self.tail.len().saturating_sub(needle.len());
+            self.tail.drain(..keep);
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.output.recv_timeout(left) {
+                Ok(chunk) => self.tail.extend_from_slice(&chunk),
+                Err(RecvTimeoutError::Timeout) => panic!(
+                    "{}: no {:?} within {WAIT:?}; last output {:?}",
+                    self.name,
+                    String::from_utf8_lossy(needle),
+                    String::from_utf8_lossy(&self.tail)
+                ),
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("{}: the program left", self.name)
+                }
+            }
+        }
+    }
+
+    /// Lets output stop for `quiet`, dropping it.
+    fn settle(&mut self, quiet: Duration) {
+        while self.output.recv_timeout(quiet).is_ok() {}
+        self.tail.clear();
+    }
+
+    /// Runs `command` at the prompt; returns once its marker line shows.
+    /// The marker is printed with `printf` escapes, so the typed line
+    /// itself never holds it.
+    fn run(&mut self, command: &str) -> Duration {
+        self.settle(Duration::from_millis(300));
+        self.runs += 1;
+        let tag: String = [self.runs / 26 % 26, self.runs % 26]
+            .iter()
+            .map(|&i| (b'A' + i as u8) as char)
+            .collect();
+        let line = format!("{command}; printf '\\x44ONE\\x5a%s\\n' {tag}\r");
+        let start = Instant::now();
+        self.type_bytes(line.as_bytes());
+        self.wait_for(format!("DONEZ{tag}").as_bytes());
+        start.elapsed()
+    }
+
+    fn key_echo(&mut self, byte: u8) -> Duration {
+        let start = Instant::now();
+        self.type_bytes(&[byte]);
+        self.wait_for(&[byte]);
+        start.elapsed()
+    }
+}
+
+impl Drop for Term {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+fn percentile(xs: &[Duration], p: f64) -> f64 {
+    let mut xs = xs.to_vec();
+    xs.sort();
+    xs[((xs.len() - 1) as f64 * p).round() as usize].as_secs_f64() * 1000.0
+}
+
+fn min_median(mut xs: Vec<f64>) -> (f64, f64) {
+    xs.sort_by(f64::total_cmp);
+    (xs[0], xs[xs.len() / 2])
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let rounds = common::env_number("UI_ROUNDS", 5) as usize;
+    let keys = common::env_number("UI_KEYS", 60) as usize;
+    let flood = common::env_number("UI_FLOOD", 2_000_000);
+
+    let mut bench = common::BenchServer::start("ui", &[("REBENCH_BACKEND", "local")]).await?;
+    let id = bench.running_session(Kind::Human).await?.id;
+    let data_dir = bench.data_dir().display().to_string();
+    let tmux_socket = format!("rebench-ui-bench-{}", std::process::id());
+    let config = tempfile::tempdir()?;
+
+    let bash = ["bash", "--norc", "--noprofile"];
+    let mut raw = Term::spawn("bare PTY", &bash);
+    let mut tmux = Term::spawn(
+        "tmux",
+        &[
+            "tmux",
+            "-L",
+            &tmux_socket,
+            "-f",
+            "/dev/null",
+            "new-session",
+            "bash",
+            "--norc",
+            "--noprofile",
+        ],
+    );
+    let mut workspace = {
+        // A config folder of its own: no saved layout or key settings.
+        let xdg = format!("XDG_CONFIG_HOME={}", config.path().display());
+        Term::spawn(
+            "rebench workspace",
+            &[
+                "env",
+                &xdg,
+                env!("CARGO_BIN_EXE_rebench"),
+                "--data-dir",
+                &data_dir,
+                "attach",
+                &id,
+            ],
+        )
+    };
+    let mut terms = [&mut raw, &mut tmux, &mut workspace];
+    for term in terms.iter_mut() {
+        term.run("true");
+    }
+
+    // Floods first, at the prompt.
+    let mut flood_s = vec![Vec::new(); terms.len()];
+    for _ in 0..rounds.min(3) {
+        for (i, term) in terms.iter_mut().enumerate() {
+            flood_s[i].push(term.run(&format!("seq 1 {flood}")).as_secs_f64());
+        }
+    }
+
+    // Then keys, echoed by the terminal driver to a `cat`.
+    for term in terms.iter_mut() {
+        term.type_bytes(b"cat\r");
+        term.settle(Duration::from_millis(500));
+    }
+    let mut echo: Vec<Vec<Vec<Duration>>> = vec![Vec::new(); terms.len()];
+    for round in 0..rounds {
+        for (i, term) in terms.iter_mut().enumerate() {
+            let mut times = Vec::with_capacity(keys);
+            for k in 0..keys {
+                times.push(term.key_echo(KEYS[(round + k) % KEYS.len()]));
+                // A typist's pace, not a flood of keys.
+                std::thread::sleep(Duration::from_millis(15 + (k % 5) as u64 * 7));
+                if k % 50 == 49 {
+                    term.type_bytes(b"\r");
+                    term.settle(Duration::from_millis(100));
+                }
+            }
+            echo[i].push(times);
+        }
+    }
+
+    println!("terminal {COLS}x{ROWS}, {rounds} rounds, local backend");
+    println!("seq 1 {flood} until its end shows on screen, seconds:");
+    for (i, term) in terms.iter().enumerate() {
+        let (min, med) = min_median(flood_s[i].clone());
+        println!("  {:>18}: min {min:.2}, median {med:.2}", term.name);
+    }
+    for (i, term) in terms.iter().enumerate().skip(1) {
+        let ratio = |against: usize| {
+            min_median(
+                flood_s[i]
+                    .iter()
+                    .zip(&flood_s[against])
+                    .map(|(a, b)| a / b)
+                    .collect(),
+            )
+        };
+        let (raw_min, raw_med) = ratio(0);
+        println!(
+            "  {:>18} / bare PTY: min {raw_min:.2}x, median {raw_med:.2}x",
+            term.name
+        );
+        if i == 2 {
+            let (t_min, t_med) = ratio(1);
+            println!(
+                "  {:>18} / tmux: min {t_min:.2}x, median {t_med:.2}x",
+                term.name
+            );
+        }
+    }
+    println!("key echo, ms ({keys} keys a round):");
+    for (i, term) in terms.iter().enumerate() {
+        let all: Vec<Duration> = echo[i].iter().flatten().copied().collect();
+        println!(
+            "  {:>18}: p50 {:.2}, p99 {:.2}",
+            term.name,
+            percentile(&all, 0.5),
+            percentile(&all, 0.99)
+        );
+    }
+    for p in [0.5, 0.99] {
+        let ratios = echo[2]
+            .iter()
+            .zip(&echo[1])
+            .map(|(w, t)| percentile(w, p) / percentile(t, p))
+            .collect();
+        let (min, med) = min_median(ratios);
+        println!(
+            "  workspace / tmux, p{}: min {min:.2}x, median {med:.2}x",
+            (p * 100.0) as u32
+        );
+    }
+
+    drop(workspace);
+    drop(tmux);
+    drop(raw);
+    let _ = std::process::Command::new("tmux")
+        .args(["-L", &tmux_socket, "kill-server"])
+        .status();
+    bench.stop().await;
+    Ok(())
+}
