@@ -271,7 +271,7 @@ async fn flush_recordings(hub: Arc<hub::Hub>) {
     let mut was_low = false;
     loop {
         tick.tick().await;
-        if let Err(e) = store.flush_all().await {
+        if let Err(e) = store.sync_or_check_space().await {
             tracing::error!("recording flush failed: {e}");
         }
         // The flush looked at the free space: tell the sessions when it changed.

@@ -458,6 +458,28 @@ impl Store {
         first_error.map_or(Ok(()), Err)
     }
 
+    /// Whether a recording or a database write waits for `flush_all`.
+    pub fn has_unsynced(&self) -> bool {
+        self.unflushed.load(std::sync::atomic::Ordering::Acquire)
+            || !self
+                .dirty
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty()
+    }
+
+    /// `flush_all` when something waits to be written, else only the
+    /// periodic look at the free space (one `statfs`, done in place: an idle
+    /// server then wakes no blocking-pool thread five times a second).
+    pub async fn sync_or_check_space(&self) -> Result<()> {
+        if self.has_unsynced() || !self.space.check_is_quick() {
+            self.flush_all().await
+        } else {
+            self.space.check();
+            Ok(())
+        }
+    }
+
     /// Recordings and database both durable (the server's periodic flush,
     /// and its last one).
     pub async fn flush_all(&self) -> Result<()> {
@@ -1013,6 +1035,32 @@ mod tests {
         b.record(&chunk("uno")).unwrap();
         store.sync_recordings().unwrap();
         assert_eq!((on_disk(0), on_disk(1)), (3, 1));
+    }
+
+    #[tokio::test]
+    async fn the_periodic_tick_writes_whatever_waits_and_only_looks_when_nothing_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).unwrap();
+        assert!(!store.has_unsynced(), "a fresh store has nothing to write");
+        store.append_unflushed("s", &event(0)).unwrap();
+        assert!(store.has_unsynced(), "an unflushed event waits");
+        store.sync_or_check_space().await.unwrap();
+        assert!(!store.has_unsynced(), "the tick flushed it");
+        let recorder = store.recorder("s", 0).unwrap();
+        recorder
+            .record(&Chunk {
+                kind: ChunkKind::Output,
+                at: DateTime::from_timestamp_millis(1_700_000_000_000).unwrap(),
+                active_ms: 1,
+                data: b"out".to_vec(),
+            })
+            .unwrap();
+        assert!(store.has_unsynced(), "recorded output waits");
+        store.sync_or_check_space().await.unwrap();
+        assert!(!store.has_unsynced());
+        let path = store.recording_path("s", 0).unwrap();
+        let chunks = recording_file::read_page(&path, 0, 10).unwrap().0;
+        assert_eq!(chunks.len(), 1, "the tick wrote the output to its file");
     }
 
     #[test]

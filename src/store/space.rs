@@ -69,6 +69,13 @@ impl SpaceGuard {
         false
     }
 
+    /// Whether `check` can only look (a `statfs`, a `stat`, at most removing
+    /// the ballast) and never writes the ballast back: then it may run on
+    /// an async thread.
+    pub fn check_is_quick(&self) -> bool {
+        !self.is_low() && self.ballast.exists()
+    }
+
     /// Whether the disk was low at the last check.
     pub fn is_low(&self) -> bool {
         self.low.load(Ordering::Acquire)
