@@ -121,14 +121,10 @@ async fn main() -> anyhow::Result<()> {
         throughput.push(through.per_second / direct.per_second);
         tail.push(through.p99.as_secs_f64() / direct.p99.as_secs_f64());
     }
-    throughput.sort_by(f64::total_cmp);
-    tail.sort_by(f64::total_cmp);
+    let (throughput_min, throughput_median) = common::min_median(throughput);
+    let (tail_min, tail_median) = common::min_median(tail);
     println!(
-        "  rebench / direct: throughput min {:.2}x median {:.2}x;  p99 min {:.2}x median {:.2}x",
-        throughput[0],
-        throughput[throughput.len() / 2],
-        tail[0],
-        tail[tail.len() / 2]
+        "  rebench / direct: throughput min {throughput_min:.2}x median {throughput_median:.2}x;  p99 min {tail_min:.2}x median {tail_median:.2}x"
     );
     bench.stop().await;
     Ok(())

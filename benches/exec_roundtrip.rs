@@ -10,20 +10,11 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use common::{ms, quantile};
 use rebench::protocol::{ExecReply, Request};
 use rebench::session::Kind;
-
-fn quantile(xs: &[Duration], q: f64) -> Duration {
-    let mut xs = xs.to_vec();
-    xs.sort();
-    xs[((xs.len() - 1) as f64 * q).round() as usize]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -76,8 +67,6 @@ async fn main() -> anyhow::Result<()> {
         runner.push(through_runner);
         cli.push(through_cli);
     }
-    runner_ratio.sort_by(f64::total_cmp);
-    cli_ratio.sort_by(f64::total_cmp);
     println!(
         "exec `true` in a {} session, {runs} rounds (one of each per round):",
         session.sandbox
@@ -93,12 +82,10 @@ async fn main() -> anyhow::Result<()> {
             ms(quantile(xs, 0.99))
         );
     }
+    let (runner_min, runner_median) = common::min_median(runner_ratio);
+    let (cli_min, cli_median) = common::min_median(cli_ratio);
     println!(
-        "  runner / direct: min {:.2}x  median {:.2}x;  CLI / direct: min {:.2}x  median {:.2}x",
-        runner_ratio[0],
-        runner_ratio[runs / 2],
-        cli_ratio[0],
-        cli_ratio[runs / 2]
+        "  runner / direct: min {runner_min:.2}x  median {runner_median:.2}x;  CLI / direct: min {cli_min:.2}x  median {cli_median:.2}x"
     );
     bench.stop().await;
     Ok(())

@@ -19,11 +19,6 @@ use rebench::session::Kind;
 
 const KEYS: usize = 300;
 
-fn percentile(xs: &mut [Duration], p: f64) -> Duration {
-    xs.sort();
-    xs[((xs.len() - 1) as f64 * p).round() as usize]
-}
-
 /// Waits for output holding `byte`; replies met on the way are counted.
 async fn echo_of(reader: &mut ClientReader, byte: u8, replies: &mut usize) {
     loop {
@@ -115,16 +110,16 @@ async fn main() -> anyhow::Result<()> {
             replies += 1;
         }
     }
-    let show = |name: &str, xs: &mut Vec<Duration>| {
+    let show = |name: &str, xs: &[Duration]| {
         println!(
             "{name:>14}: p50 {:.3} ms, p99 {:.3} ms over {} keys",
-            percentile(xs, 0.5).as_secs_f64() * 1000.0,
-            percentile(xs, 0.99).as_secs_f64() * 1000.0,
+            common::ms(common::quantile(xs, 0.5)),
+            common::ms(common::quantile(xs, 0.99)),
             xs.len()
         );
     };
-    show("with a reply", &mut with_reply);
-    show("one-way", &mut one_way);
+    show("with a reply", &with_reply);
+    show("one-way", &one_way);
     println!("replies received: {replies} (for {KEYS} keys sent with an id)");
 
     bench.stop().await;

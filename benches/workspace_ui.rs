@@ -16,6 +16,7 @@ use std::io::{Read, Write};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
+use common::{min_median, ms, quantile};
 use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
 use rebench::session::Kind;
 
@@ -147,17 +148,6 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-fn percentile(xs: &[Duration], p: f64) -> f64 {
-    let mut xs = xs.to_vec();
-    xs.sort();
-    xs[((xs.len() - 1) as f64 * p).round() as usize].as_secs_f64() * 1000.0
-}
-
-fn min_median(mut xs: Vec<f64>) -> (f64, f64) {
-    xs.sort_by(f64::total_cmp);
-    (xs[0], xs[xs.len() / 2])
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let rounds = common::env_number("UI_ROUNDS", 5) as usize;
@@ -272,15 +262,15 @@ async fn main() -> anyhow::Result<()> {
         println!(
             "  {:>18}: p50 {:.2}, p99 {:.2}",
             term.name,
-            percentile(&all, 0.5),
-            percentile(&all, 0.99)
+            ms(quantile(&all, 0.5)),
+            ms(quantile(&all, 0.99))
         );
     }
     for p in [0.5, 0.99] {
         let ratios = echo[2]
             .iter()
             .zip(&echo[1])
-            .map(|(w, t)| percentile(w, p) / percentile(t, p))
+            .map(|(w, t)| ms(quantile(w, p)) / ms(quantile(t, p)))
             .collect();
         let (min, med) = min_median(ratios);
         println!(

@@ -169,3 +169,24 @@ pub async fn run_in_shell(
         tail = tail[tail.floor_char_boundary(keep)..].to_string();
     }
 }
+
+/// The `q` quantile (0 to 1) of `xs`, nearest rank.
+#[allow(dead_code)] // not every benchmark reports quantiles
+pub fn quantile(xs: &[Duration], q: f64) -> Duration {
+    let mut xs = xs.to_vec();
+    xs.sort();
+    xs[((xs.len() - 1) as f64 * q).round() as usize]
+}
+
+/// Milliseconds, for printing.
+#[allow(dead_code)] // not every benchmark prints times
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The smallest and the median of `xs` (ratios taken round by round).
+#[allow(dead_code)] // not every benchmark compares rounds
+pub fn min_median(mut xs: Vec<f64>) -> (f64, f64) {
+    xs.sort_by(f64::total_cmp);
+    (xs[0], xs[xs.len() / 2])
+}

@@ -459,7 +459,7 @@ impl Store {
     }
 
     /// Whether a recording or a database write waits for `flush_all`.
-    pub fn has_unsynced(&self) -> bool {
+    fn has_unsynced(&self) -> bool {
         self.unflushed.load(std::sync::atomic::Ordering::Acquire)
             || !self
                 .dirty
@@ -472,12 +472,10 @@ impl Store {
     /// periodic look at the free space (one `statfs`, done in place: an idle
     /// server then wakes no blocking-pool thread five times a second).
     pub async fn sync_or_check_space(&self) -> Result<()> {
-        if self.has_unsynced() || !self.space.check_is_quick() {
-            self.flush_all().await
-        } else {
-            self.space.check();
-            Ok(())
+        if !self.has_unsynced() && self.space.check_in_place().is_some() {
+            return Ok(());
         }
+        self.flush_all().await
     }
 
     /// Recordings and database both durable (the server's periodic flush,

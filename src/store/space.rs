@@ -39,11 +39,21 @@ impl SpaceGuard {
     /// Looks at the free space, drops or lays the ballast, and returns
     /// whether the disk is low now.
     pub fn check(&self) -> bool {
+        self.check_knowing(self.ballast.exists())
+    }
+
+    /// `check` where it cannot block: `None` (nothing done) when it might
+    /// have to write the ballast back, which is left to `check`.
+    pub fn check_in_place(&self) -> Option<bool> {
+        let ballast_present = self.ballast.exists();
+        (ballast_present && !self.is_low()).then(|| self.check_knowing(true))
+    }
+
+    fn check_knowing(&self, ballast_present: bool) -> bool {
         let Some(free) = free_bytes(&self.dir) else {
             return false;
         };
         self.free.store(free, Ordering::Relaxed);
-        let ballast_present = self.ballast.exists();
         if free < LOW_BYTES {
             if ballast_present && std::fs::remove_file(&self.ballast).is_ok() {
                 tracing::error!(free, "the disk is almost full: the ballast is released");
@@ -67,13 +77,6 @@ impl SpaceGuard {
             lay_ballast(&self.ballast);
         }
         false
-    }
-
-    /// Whether `check` can only look (a `statfs`, a `stat`, at most removing
-    /// the ballast) and never writes the ballast back: then it may run on
-    /// an async thread.
-    pub fn check_is_quick(&self) -> bool {
-        !self.is_low() && self.ballast.exists()
     }
 
     /// Whether the disk was low at the last check.
@@ -126,5 +129,21 @@ mod tests {
         assert!(!guard.is_low());
         let ballast = std::fs::metadata(dir.path().join("ballast")).unwrap();
         assert_eq!(ballast.len(), BALLAST_BYTES);
+    }
+
+    #[test]
+    fn the_in_place_check_only_looks_and_leaves_laying_the_ballast_to_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let guard = SpaceGuard::new(dir.path());
+        if guard.free() < RECOVERED_BYTES + BALLAST_BYTES {
+            eprintln!("SKIPPED: too little free space here to test the ballast");
+            return;
+        }
+        assert_eq!(guard.check_in_place(), Some(false), "roomy, ballast laid");
+        std::fs::remove_file(dir.path().join("ballast")).unwrap();
+        assert_eq!(guard.check_in_place(), None, "it would have to write");
+        assert!(!dir.path().join("ballast").exists(), "and it wrote nothing");
+        assert!(!guard.check());
+        assert!(dir.path().join("ballast").exists(), "check lays it back");
     }
 }
