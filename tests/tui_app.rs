@@ -604,3 +604,125 @@ fn attaching_again_opens_the_tab_last_typed_into() {
     assert_eq!(app.tabs.len(), 3);
     assert_eq!(app.tabs[app.active_tab].shell, 4);
 }
+
+mod partial_frames {
+    use super::*;
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    use rebench::tui::frames::Frames;
+    use rebench::tui::runtime::ClientApp;
+
+    /// The frame the runtime would draw now: partial when the app says so.
+    /// Returns whether it was partial.
+    fn frame(app: &mut App, terminal: &mut Terminal<TestBackend>, frames: &mut Frames) -> bool {
+        app.before_frame();
+        assert!(app.needs_draw());
+        let partly = match app.partial_frame() {
+            Some(partial) => frames
+                .partial(terminal, &partial, |buf| app.draw_partial(buf, &partial))
+                .unwrap(),
+            None => false,
+        };
+        if !partly {
+            frames.full(terminal, |f| app.draw(f)).unwrap();
+        }
+        app.drawn();
+        partly
+    }
+
+    /// The whole screen drawn afresh.
+    fn fresh(app: &App) -> ratatui::buffer::Buffer {
+        let area = app.area;
+        let mut terminal = Terminal::new(TestBackend::new(area.width, area.height)).unwrap();
+        terminal.draw(|f| app.draw(f)).unwrap();
+        terminal.backend().buffer().clone()
+    }
+
+    fn output(app: &mut App, shell: u32, data: &[u8]) {
+        app.update(Action::ShellOutput {
+            shell,
+            data: data.to_vec(),
+        });
+    }
+
+    #[test]
+    fn an_echo_redraws_its_row_alone_and_the_screen_stays_right() {
+        let mut app = running_app(5000.0);
+        let mut terminal = Terminal::new(TestBackend::new(140, 45)).unwrap();
+        let mut frames = Frames::default();
+        assert!(!frame(&mut app, &mut terminal, &mut frames));
+        let pane = app.areas().pane;
+
+        // A typed key's echo: only the prompt's row, and the cursor after it.
+        output(&mut app, 0, b"l");
+        assert!(!app.dirty && app.pane_dirty);
+        app.before_frame();
+        let partial = app.partial_frame().unwrap();
+        assert_eq!(partial.rows, vec![pane.y]);
+        assert_eq!(
+            partial.cursor,
+            Some(ratatui::layout::Position::new(pane.x + 3, pane.y))
+        );
+        assert!(frame(&mut app, &mut terminal, &mut frames));
+        assert_eq!(terminal.backend().buffer(), &fresh(&app));
+
+        // A screenful that scrolls, in colour: still partial, still right.
+        for i in 0..60 {
+            output(
+                &mut app,
+                0,
+                format!("\x1b[3{}mline {i}\x1b[0m\r\n", i % 8).as_bytes(),
+            );
+        }
+        assert!(frame(&mut app, &mut terminal, &mut frames));
+        assert_eq!(terminal.backend().buffer(), &fresh(&app));
+
+        // The clock moves: a full frame, drawn over what partial frames left.
+        app.now_s += 30.0;
+        app.dirty = true;
+        output(&mut app, 0, b"\x1b[2J\x1b[Hcleared");
+        assert!(!frame(&mut app, &mut terminal, &mut frames));
+        assert_eq!(terminal.backend().buffer(), &fresh(&app));
+    }
+
+    #[test]
+    fn output_that_changes_more_than_the_pane_draws_everything() {
+        let mut app = running_app(5000.0);
+        let mut terminal = Terminal::new(TestBackend::new(140, 45)).unwrap();
+        let mut frames = Frames::default();
+        frame(&mut app, &mut terminal, &mut frames);
+
+        // A title renames the tab.
+        output(&mut app, 0, b"\x1b]2;vim\x07");
+        assert!(app.dirty);
+        assert!(!frame(&mut app, &mut terminal, &mut frames));
+
+        // Over an overlay, or scrolled back, the pane is not drawn alone.
+        app.overlay = Some(Overlay::Help);
+        app.dirty = true;
+        frame(&mut app, &mut terminal, &mut frames);
+        output(&mut app, 0, b"x");
+        assert!(!frame(&mut app, &mut terminal, &mut frames));
+        assert_eq!(terminal.backend().buffer(), &fresh(&app));
+        // The overlay goes: the frame that removes it is full, the next echo partial.
+        app.overlay = None;
+        app.dirty = true;
+        assert!(!frame(&mut app, &mut terminal, &mut frames));
+        output(&mut app, 0, b"y");
+        assert!(frame(&mut app, &mut terminal, &mut frames));
+        assert_eq!(terminal.backend().buffer(), &fresh(&app));
+    }
+
+    #[test]
+    fn a_shell_not_shown_asks_for_no_frame() {
+        let mut app = running_app(5000.0);
+        let pane = app.areas().pane;
+        let mut other = ShellTab::new(1, pane.height, pane.width);
+        other.load_screen(pane.height, pane.width, b"$ ");
+        app.tabs.push(other);
+        app.dirty = false;
+        output(&mut app, 1, b"busy\r\n");
+        assert!(!app.dirty && !app.pane_dirty);
+        assert!(!app.wants_frame());
+    }
+}

@@ -24,6 +24,7 @@
 //! that sends it. See docs/architecture.md.
 
 pub mod connection;
+pub mod frames;
 pub mod proctor;
 pub mod reconnect;
 pub mod replay;

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use ratatui::buffer::Buffer;
 use ratatui::crossterm::event::Event;
 use ratatui::layout::Rect;
 use ratatui::{DefaultTerminal, Frame};
@@ -16,6 +17,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::{MissedTickBehavior, interval, sleep_until};
 
 use super::connection::{Connection, Incoming, Routed};
+use super::frames::{Frames, PartialFrame};
 use super::terminal::{self, drain_queued};
 use crate::client::Client;
 use crate::protocol::Request;
@@ -89,6 +91,16 @@ pub trait ClientApp {
         Vec::new()
     }
     fn draw(&self, frame: &mut Frame);
+    /// A frame that redraws only some rows, when nothing else on the screen
+    /// changed since the last frame (None: draw it all).
+    fn partial_frame(&self) -> Option<PartialFrame> {
+        None
+    }
+    /// Draws the rows `partial_frame` named into `buf`, which holds the
+    /// last frame.
+    fn draw_partial(&self, buf: &mut Buffer, frame: &PartialFrame) {
+        let _ = (buf, frame);
+    }
     fn drawn(&mut self);
 
     /// The app's answer to an exit: `Some` leaves, `None` stays (waiting
@@ -148,6 +160,7 @@ pub async fn run<A: ClientApp>(
         return Ok(Ending::App(exit));
     }
     let mut last_draw: Option<Instant> = None;
+    let mut frames = Frames::default();
     // Whether the user did something since the last frame (answer fast).
     let mut after_input = false;
     let ending = loop {
@@ -216,7 +229,15 @@ pub async fn run<A: ClientApp>(
                 break Ending::App(e);
             }
             if app.needs_draw() {
-                terminal.draw(|frame| app.draw(frame))?;
+                let partly = match app.partial_frame() {
+                    Some(partial) => frames.partial(&mut terminal, &partial, |buf| {
+                        app.draw_partial(buf, &partial)
+                    })?,
+                    None => false,
+                };
+                if !partly {
+                    frames.full(&mut terminal, |frame| app.draw(frame))?;
+                }
                 app.drawn();
                 after_input = false;
                 last_draw = Some(Instant::now());

@@ -6,6 +6,7 @@ pub mod format;
 pub mod keys;
 pub mod overlay;
 pub mod score;
+pub mod screen_rows;
 pub mod shell_tab;
 pub mod theme;
 pub mod viewport;

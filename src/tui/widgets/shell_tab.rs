@@ -1,7 +1,10 @@
 //! One shell tab: the server's shell number and our own vt100 screen of it,
 //! fed with the shell's output, with scrollback for the expert to read.
 
+use std::cell::RefCell;
+
 use super::keys::InputModes;
+use super::screen_rows::ScreenRows;
 
 /// Lines of history kept per tab.
 pub const SCROLLBACK_LINES: usize = 10_000;
@@ -53,6 +56,8 @@ pub struct ShellTab {
     pub name: Option<String>,
     /// Output that came before the attach reply: it follows the screen the reply carries.
     early: Vec<u8>,
+    /// The visible rows as last drawn (drawing brings them up to date).
+    pub rows: RefCell<ScreenRows>,
 }
 
 /// Most output kept while waiting for an attach reply.
@@ -68,6 +73,7 @@ impl ShellTab {
             gone: None,
             name: None,
             early: Vec::new(),
+            rows: RefCell::new(ScreenRows::default()),
         }
     }
 

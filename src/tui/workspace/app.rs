@@ -223,6 +223,14 @@ pub struct App {
     pub opening_shells: usize,
     /// Redraw needed.
     pub dirty: bool,
+    /// The active shell printed, and nothing else changed: its rows alone
+    /// may be redrawn (a partial frame), if the last frame showed the pane
+    /// plain.
+    pub pane_dirty: bool,
+    /// The pane's rows that changed, found just before the frame.
+    pub pane_rows: Vec<u16>,
+    /// The last frame showed the shell's screen with nothing over it.
+    pub plain_pane_drawn: bool,
     /// The last key went to the shell and changed nothing of ours.
     pub keyed_through: bool,
 }
@@ -257,6 +265,9 @@ impl App {
             theme,
             opening_shells: 0,
             dirty: true,
+            pane_dirty: false,
+            pane_rows: Vec::new(),
+            plain_pane_drawn: false,
             keyed_through: false,
         }
     }
@@ -388,6 +399,21 @@ impl App {
 
     pub fn active_tab(&self) -> Option<&ShellTab> {
         self.tabs.get(self.active_tab)
+    }
+
+    /// Whether the pane shows the active shell's live screen and nothing
+    /// else: no overlay, selection, search, scrollback or pause over it.
+    pub fn pane_is_plain(&self) -> bool {
+        self.screen == Screen::Workspace
+            && !layout::too_small(self.area)
+            && self.overlay.is_none()
+            && self.submitting_since_s.is_none()
+            && self.selection.is_none()
+            && !self.scroll_mode
+            && self.state() != Some(Phase::Paused)
+            && self
+                .active_tab()
+                .is_some_and(|tab| tab.attached && tab.scrolled() == 0)
     }
 
     pub fn active_tab_mut(&mut self) -> Option<&mut ShellTab> {

@@ -5,12 +5,14 @@
 use std::time::Duration;
 
 use ratatui::Frame;
+use ratatui::buffer::Buffer;
 use ratatui::crossterm::event::Event;
 use ratatui::layout::Rect;
 
 use super::app::{Action, App, Effect, Exit, Pending};
 use crate::protocol::{Push, b64_decode};
 use crate::tui::connection::Routed;
+use crate::tui::frames::PartialFrame;
 use crate::tui::runtime::{ClientApp, Now};
 
 impl ClientApp for App {
@@ -113,19 +115,42 @@ impl ClientApp for App {
     }
 
     fn wants_frame(&self) -> bool {
-        self.dirty
+        self.dirty || self.pane_dirty
     }
 
     fn needs_draw(&self) -> bool {
-        self.dirty
+        self.dirty || self.pane_dirty
+    }
+
+    fn before_frame(&mut self) -> Vec<Effect> {
+        self.prepare_frame();
+        Vec::new()
     }
 
     fn draw(&self, frame: &mut Frame) {
         super::ui::draw(self, frame);
     }
 
+    fn partial_frame(&self) -> Option<PartialFrame> {
+        if self.dirty || !self.pane_dirty {
+            return None;
+        }
+        let pane = self.areas().pane;
+        Some(PartialFrame {
+            rows: self.pane_rows.iter().map(|row| pane.y + row).collect(),
+            cursor: super::ui::pane::shell_cursor(self, pane),
+        })
+    }
+
+    fn draw_partial(&self, buf: &mut Buffer, _frame: &PartialFrame) {
+        super::ui::pane::draw_rows(self, buf, self.areas().pane, &self.pane_rows);
+    }
+
     fn drawn(&mut self) {
         self.dirty = false;
+        self.pane_dirty = false;
+        self.pane_rows.clear();
+        self.plain_pane_drawn = self.pane_is_plain();
     }
 
     /// The server went away: wait for it rather than leave.

@@ -52,11 +52,50 @@ impl App {
             Action::Paste(text) => self.on_paste(&text, &mut effects),
             Action::Mouse(event) => self.on_mouse(event, &mut effects),
             Action::Resize(cols, rows) => self.area = Rect::new(0, 0, cols, rows),
+            Action::ShellOutput { shell, data } => {
+                let label = self.tab_label(shell);
+                self.on_server(Action::ShellOutput { shell, data }, &mut effects);
+                // Output changes its shell's screen, and its tab's label
+                // when it sets a title; a screen not shown changes nothing.
+                if self.tab_label(shell) == label {
+                    if self.active_tab().is_some_and(|tab| tab.shell == shell) {
+                        self.pane_dirty = true;
+                    }
+                    return effects;
+                }
+            }
             other => self.on_server(other, &mut effects),
         }
         self.fit_shells(&mut effects);
         self.dirty = true;
         effects
+    }
+
+    fn tab_label(&self, shell: u32) -> Option<String> {
+        self.tabs
+            .iter()
+            .find(|tab| tab.shell == shell)
+            .map(|tab| tab.label())
+    }
+
+    /// Just before a frame: the pane's changed rows, when only they need
+    /// drawing (else the whole frame is drawn).
+    pub fn prepare_frame(&mut self) {
+        if !self.pane_dirty || self.dirty {
+            return;
+        }
+        if !(self.plain_pane_drawn && self.pane_is_plain()) {
+            self.dirty = true;
+            return;
+        }
+        if let Some(tab) = self.tabs.get(self.active_tab) {
+            // Added to, not replaced: rows found by an earlier look are still
+            // to be drawn.
+            let changed = tab.rows.borrow_mut().update(tab.parser.screen());
+            self.pane_rows.extend(changed);
+            self.pane_rows.sort_unstable();
+            self.pane_rows.dedup();
+        }
     }
 
     /// Keeps every tab's screen, and its PTY, exactly the size of the pane.

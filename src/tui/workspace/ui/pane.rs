@@ -5,7 +5,6 @@ use ratatui::layout::{Position, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
-use tui_term::widget::{Cursor, PseudoTerminal};
 
 use crate::session::PauseReason;
 use crate::session::Phase;
@@ -56,12 +55,11 @@ pub fn draw_pane(app: &App, frame: &mut Frame, area: Rect) {
         frame.render_widget(Paragraph::new(Line::styled(text, theme.dim())), area);
         return;
     }
-    let mut cursor = Cursor::default();
-    cursor.hide();
-    frame.render_widget(
-        PseudoTerminal::new(tab.parser.screen()).cursor(cursor),
-        area,
-    );
+    {
+        let mut rows = tab.rows.borrow_mut();
+        rows.update(tab.parser.screen());
+        rows.render(area, frame.buffer_mut());
+    }
 
     // The search's match, while the view is where it put it.
     if let Some(found) = app
@@ -90,17 +88,37 @@ pub fn draw_pane(app: &App, frame: &mut Frame, area: Rect) {
         );
         frame.buffer_mut().set_style(rows, theme.search_match());
     }
-    let screen = tab.parser.screen();
-    let live = tab.scrolled() == 0 && !app.scroll_mode;
-    if app.running() && live && !screen.hide_cursor() && app.overlay.is_none() {
-        let (row, col) = screen.cursor_position();
-        if row < area.height && col < area.width {
-            frame.set_cursor_position(Position::new(area.x + col, area.y + row));
-        }
+    if let Some(at) = shell_cursor(app, area) {
+        frame.set_cursor_position(at);
     }
     if app.state() == Some(Phase::Paused) {
         dim(app, frame, area);
         draw_paused_notice(app, frame, area);
+    }
+}
+
+/// Where the shell's cursor shows, if it does: on the live screen of a
+/// running session with nothing over it.
+pub fn shell_cursor(app: &App, area: Rect) -> Option<Position> {
+    let tab = app.active_tab().filter(|tab| tab.attached)?;
+    let screen = tab.parser.screen();
+    let live = tab.scrolled() == 0 && !app.scroll_mode;
+    if !(app.running() && live && !screen.hide_cursor() && app.overlay.is_none()) {
+        return None;
+    }
+    let (row, col) = screen.cursor_position();
+    (row < area.height && col < area.width).then(|| Position::new(area.x + col, area.y + row))
+}
+
+/// The rows a partial frame names, drawn into the last frame: the
+/// active shell's, from what drawing it last left.
+pub fn draw_rows(app: &App, buf: &mut ratatui::buffer::Buffer, area: Rect, rows: &[u16]) {
+    let Some(tab) = app.active_tab() else {
+        return;
+    };
+    let cached = tab.rows.borrow();
+    for &row in rows {
+        cached.render_row(row, area, buf);
     }
 }
 
