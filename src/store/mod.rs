@@ -392,6 +392,8 @@ impl Store {
             .path(target)
             .use_compression(self.compressed)
             .compression_factor(3)
+            // No background flusher: it would hold the lock for a while after the drop.
+            .flush_every_ms(None)
             .open()?;
         let export = self.db.export();
         let trees = export.len();
@@ -880,6 +882,8 @@ mod tests {
             let db = sled::Config::new()
                 .path(&path)
                 .use_compression(true)
+                // No background flusher: it would hold the lock for a while after the drop.
+                .flush_every_ms(None)
                 .open()
                 .unwrap();
             assert_eq!(
@@ -922,6 +926,8 @@ mod tests {
             sled::Config::new()
                 .path(&path)
                 .use_compression(false)
+                // No background flusher: it would hold the lock for a while after the drop.
+                .flush_every_ms(None)
                 .open()
                 .unwrap(),
         );
@@ -1072,6 +1078,8 @@ mod tests {
                 .path(&path)
                 .use_compression(true)
                 .compression_factor(3)
+                // No background flusher: it would hold the lock for a while after the drop.
+                .flush_every_ms(None)
                 .open()
                 .unwrap();
             db.insert(SCHEMA_KEY, &2u32.to_be_bytes()).unwrap();
