@@ -389,6 +389,48 @@ async fn a_jail_killed_from_inside_is_replaced_by_the_next_command() {
     );
 }
 
+/// A session frozen for an exclusive score whose jail had died (killed
+/// from inside here; after a server restart it is simply not there yet)
+/// gets a new jail for the scorer. Its start must not wait on a child
+/// stuck joining the frozen cgroup: that hung the score for good, with the
+/// session's processes frozen and its clock running.
+#[tokio::test]
+async fn an_exclusive_score_starts_a_new_jail_in_the_frozen_session() {
+    if !bwrap_works("isolation tests") || !cgroups_or_skip("the frozen-jail test") {
+        return;
+    }
+    let (_env_dir, env) = fixture_env(|t| {
+        t.replace(
+            "protected = [\"helper.py\"]",
+            "protected = [\"helper.py\"]\nexclusive = true",
+        )
+    });
+    let server = isolated_server();
+    let session = server.create_running(&env, Some(3600)).await;
+    let _ = server.exec(&session.id, "kill -KILL 2; sleep 5").await;
+    let entry = tokio::time::timeout(Duration::from_secs(60), server.score(&session.id))
+        .await
+        .expect("the exclusive score hung starting a new jail");
+    assert_eq!(entry["valid"], true, "{entry}");
+    assert_eq!(entry["details"]["session_stopped"], true, "{entry}");
+    // The new jail is the session's: in its cgroup, running again, usable.
+    let in_session_group: Vec<i32> = host_pids_running(&["sleep", "infinity"])
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|groups| {
+                groups
+                    .lines()
+                    .any(|l| l.ends_with(&format!("/{}", session.id)))
+            })
+        })
+        .collect();
+    assert_eq!(in_session_group.len(), 1, "{in_session_group:?}");
+    assert!(!is_stopped(in_session_group[0]), "the jail stayed frozen");
+    let after = server.exec(&session.id, "echo alive").await;
+    assert_eq!(after.exit_code, Some(0), "{after:?}");
+    assert!(after.stdout.starts_with("alive"), "{after:?}");
+}
+
 /// Issue 20: a command enters the jail through the small launcher
 /// (`rebench-enter`, not the whole CLI's `sandbox-enter`), with the same
 /// effect: inside the jail's pid namespace, no capabilities, its exit code

@@ -242,25 +242,6 @@ async fn the_session_view_says_how_processes_are_contained() {
     }
 }
 
-/// Whether this machine lets us make cgroups (as the server would).
-fn cgroups_usable() -> bool {
-    rebench::sandbox::cgroup::CgroupRoot::detect("security-test-probe").is_some()
-}
-
-/// `cgroups_usable`, saying so when not (a failure under
-/// `REBENCH_REQUIRE_CGROUPS=1`, as in CI run as root).
-fn cgroups_or_skip(what: &str) -> bool {
-    if cgroups_usable() {
-        return true;
-    }
-    let text = format!("SKIPPED: {what} did not run: no cgroup hierarchy this user may write");
-    if std::env::var_os("REBENCH_REQUIRE_CGROUPS").is_some_and(|v| v == "1") {
-        panic!("{text}");
-    }
-    eprintln!("\n{text}\n");
-    false
-}
-
 /// Participant code started during a scoring run (the scorer runs it, it
 /// detaches) must not outlive the run; nor may a scorer's own `setsid` child.
 async fn nothing_outlives_a_scoring_run(isolated: bool) {

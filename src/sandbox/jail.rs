@@ -237,28 +237,11 @@ impl Jail {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        // Opened here: pre_exec may not allocate.
-        let cgroup_procs = match cgroup {
-            Some(group) => Some(
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(group.procs_file())
-                    .with_context(|| format!("opening {}", group.procs_file().display()))?,
-            ),
-            None => None,
-        };
-        let procs_fd = cgroup_procs.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
         // SAFETY: pre_exec runs between fork and exec; it only clears the
-        // close-on-exec flag of the pipe's write end, open in the child, and
-        // writes "0" (this process) to the cgroup's procs file, opened above.
+        // close-on-exec flag of the pipe's write end, open in the child.
         unsafe {
             std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
                 if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if let Some(procs) = procs_fd
-                    && libc::write(procs, b"0".as_ptr().cast(), 1) != 1
-                {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
@@ -269,7 +252,6 @@ impl Jail {
             .with_context(|| format!("starting {}", bwrap.display()))?;
         // Our copies must go, or the read below never sees EOF on failure.
         drop(command);
-        drop(cgroup_procs);
         drop(info_write);
         let mut info = String::new();
         let read = info_read.read_to_string(&mut info);
@@ -289,7 +271,30 @@ impl Jail {
                 bail!("bwrap did not start the session jail: {}", stderr.trim());
             }
         };
-        Ok(Jail { bwrap, init_pid })
+        let mut jail = Jail { bwrap, init_pid };
+        if let Some(group) = cgroup
+            && let Err(e) = jail.move_into(group)
+        {
+            jail.stop();
+            return Err(e);
+        }
+        Ok(jail)
+    }
+
+    /// Moves the jail (bwrap and everything in its pid namespace, which is
+    /// ours alone until something enters it) into the session's cgroup.
+    /// Only once it runs: a child that joined a frozen group before its exec
+    /// would never exec, and `start` would wait for it forever (a session
+    /// frozen for an exclusive score whose jail had to start anew).
+    fn move_into(&self, group: &Cgroup) -> anyhow::Result<()> {
+        let mut members = vec![self.bwrap.id() as i32];
+        members.extend(super::procs::pid_namespace_pids(self.init_pid));
+        for pid in members {
+            group
+                .add(pid)
+                .with_context(|| format!("moving the jail's process {pid} into its cgroup"))?;
+        }
+        Ok(())
     }
 
     /// The host pid of the jail's init (what `sandbox-enter --target` takes).

@@ -544,3 +544,22 @@ pub fn session_containers(session: &str) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// Whether this machine lets us make cgroups (as the server would).
+pub fn cgroups_usable() -> bool {
+    rebench::sandbox::cgroup::CgroupRoot::detect("security-test-probe").is_some()
+}
+
+/// `cgroups_usable`, saying so when not (a failure under
+/// `REBENCH_REQUIRE_CGROUPS=1`, as in CI run as root).
+pub fn cgroups_or_skip(what: &str) -> bool {
+    if cgroups_usable() {
+        return true;
+    }
+    let text = format!("SKIPPED: {what} did not run: no cgroup hierarchy this user may write");
+    if std::env::var_os("REBENCH_REQUIRE_CGROUPS").is_some_and(|v| v == "1") {
+        panic!("{text}");
+    }
+    eprintln!("\n{text}\n");
+    false
+}

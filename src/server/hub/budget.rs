@@ -160,6 +160,20 @@ async fn recover_from_store_fault(hub: &Arc<Hub>, host: &Arc<Host>, fault: &Stor
     true
 }
 
+/// The instant the sessions' shared beat counts from.
+fn beat_origin() -> tokio::time::Instant {
+    static ORIGIN: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
+    *ORIGIN.get_or_init(tokio::time::Instant::now)
+}
+
+/// The wait, `since_origin` into the beat, for its next multiple of
+/// `every` (a whole `every` when exactly on one; at least 1 ms).
+fn until_next_beat(since_origin: Duration, every: Duration) -> Duration {
+    let every_ms = every.as_millis().max(1);
+    let into = since_origin.as_millis() % every_ms;
+    Duration::from_millis((every_ms - into).max(1) as u64)
+}
+
 pub async fn run_timer(hub: Arc<Hub>, host: Arc<Host>) {
     loop {
         if let Some(fault) = host.store_fault() {
@@ -231,10 +245,41 @@ pub async fn run_timer(hub: Arc<Hub>, host: Arc<Host>) {
             .sandbox
             .check_every()
             .map_or(MAX_SLEEP, |every| every.min(MAX_SLEEP));
-        let nap = sleep_ms.map_or(longest, |ms| Duration::from_millis(ms.max(1)).min(longest));
+        // Nothing due sooner: wake on the beat all sessions share, so that an
+        // idle server's 200 timers make one wake-up, not 200 spread out.
+        let nap = sleep_ms.map_or_else(
+            || until_next_beat(beat_origin().elapsed(), longest),
+            |ms| Duration::from_millis(ms.max(1)).min(longest),
+        );
         tokio::select! {
             _ = tokio::time::sleep(nap) => {}
             _ = host.wake.notified() => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_timers_wake_on_a_beat_they_share() {
+        let every = Duration::from_secs(30);
+        let at = |ms: u64| until_next_beat(Duration::from_millis(ms), every);
+        assert_eq!(at(0), every);
+        assert_eq!(at(1), Duration::from_millis(29_999));
+        assert_eq!(at(12_345), Duration::from_millis(17_655));
+        // Timers that slept at different moments wake at the same one.
+        assert_eq!(
+            Duration::from_millis(4_000) + at(4_000),
+            Duration::from_millis(29_000) + at(29_000)
+        );
+        assert_eq!(at(30_000), every);
+        assert_eq!(at(61_000), Duration::from_millis(29_000));
+        // Never zero, even for a beat shorter than a millisecond.
+        assert_eq!(
+            until_next_beat(Duration::from_micros(1500), Duration::from_micros(10)),
+            Duration::from_millis(1)
+        );
     }
 }
