@@ -733,11 +733,17 @@ lengths = ["10m"]
             .find(|r| r["agent"] == agent)
             .unwrap();
         assert_eq!(run["state"], "done", "{run}");
-        run["final"]["normalized"].as_f64().unwrap()
+        run["final"]["raw"].as_f64().unwrap()
     };
-    // Timing is noisy on a loaded machine: the margin allows for it.
-    let (solver, idler) = (score("solver"), score("idler"));
-    assert!(solver > idler + 0.3, "solver {solver}, idler {idler}");
+    // Runtimes, not normalized scores: those use the manifest's starting
+    // and reference times, and on a machine slower than the one they were
+    // measured on both runs clamp to 0. The reference takes ~0.78 of the
+    // starting solution's time; the margin allows for a loaded machine.
+    let (solver_ms, idler_ms) = (score("solver"), score("idler"));
+    assert!(
+        solver_ms < idler_ms * 0.9,
+        "solver {solver_ms} ms, idler {idler_ms} ms"
+    );
     // The solver read the code before it wrote a new one.
     let run = view["runs"]
         .as_array()

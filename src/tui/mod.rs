@@ -5,11 +5,13 @@
 //! - `replay/`: the recording player (`rebench replay`); it reads
 //!   timelines from `crate::recording`, which never imports from here.
 //! - `widgets/`: what more than one app draws or uses: theme, number and
-//!   time formats, the shell pane (`shell_tab`, `viewport`, `keys`), the
+//!   time formats, the shell pane (`shell_tab`, `screen_rows`, `viewport`, `keys`), the
 //!   score chart and score lines.
 //! - `runtime` and `connection`: the one event loop and server connection
 //!   under the workspace and the proctor (the replay player has no server
 //!   and keeps its own small loop).
+//! - `frames`: frames on the real terminal: full ones through ratatui,
+//!   partial ones (a shell's echo: its changed rows only) straight out.
 //! - `reconnect`: waiting for a lost server, with backoff.
 //! - `terminal`: taking the terminal over and giving it back.
 //!

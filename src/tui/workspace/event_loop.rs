@@ -114,6 +114,17 @@ impl ClientApp for App {
         Exit::Lost(why)
     }
 
+    /// After a key, the next frame (its echo, most often a partial frame
+    /// that costs little) is drawn as soon as it is due; output alone waits
+    /// for the frame gap, so that a flood is drawn at most 60 times a second.
+    fn frame_gap(&self, after_input: bool) -> Duration {
+        if after_input {
+            Duration::ZERO
+        } else {
+            crate::tui::runtime::FRAME_GAP
+        }
+    }
+
     fn wants_frame(&self) -> bool {
         self.dirty || self.pane_dirty
     }
