@@ -4,8 +4,6 @@
 //! something changed, at most once per frame gap. A lost server is the
 //! app's to handle: it may leave, or wait and be reconnected here.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -141,8 +139,7 @@ pub async fn run<A: ClientApp>(
         wall: Utc::now(),
     };
     let (mut conn, mut server) = Connection::<A::Pending>::start(client);
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut keys = terminal::spawn_event_reader(stop.clone());
+    let mut keys = terminal::TerminalEvents::new()?;
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sighup = signal(SignalKind::hangup())?;
     let mut tick = interval(A::TICK);
@@ -156,7 +153,6 @@ pub async fn run<A: ClientApp>(
     app.set_now(now());
     let first = app.start();
     if let Some(exit) = perform::<A>(&mut conn, first).await? {
-        stop.store(true, Ordering::Relaxed);
         return Ok(Ending::App(exit));
     }
     let mut last_draw: Option<Instant> = None;
@@ -169,12 +165,16 @@ pub async fn run<A: ClientApp>(
         let reconnect_at = app.reconnect_at();
         let mut actions: Vec<A::Action> = Vec::new();
         tokio::select! {
-            ev = keys.recv() => match ev {
-                Some(ev) => {
+            ev = keys.next() => match ev {
+                Ok(ev) => {
                     actions.extend(A::terminal_action(ev));
-                    drain_queued(&mut keys, &mut actions, A::BATCH, A::terminal_action);
+                    while actions.len() < A::BATCH
+                        && let Some(ev) = keys.try_next()
+                    {
+                        actions.extend(A::terminal_action(ev));
+                    }
                 }
-                None => break Ending::App(A::lost("the terminal closed".into())),
+                Err(e) => break Ending::App(A::lost(format!("the terminal closed ({e})"))),
             },
             line = server.recv(), if reconnect_at.is_none() => {
                 let line = line.unwrap_or_else(|| Incoming::Closed("the server closed the connection".into()));
@@ -244,7 +244,6 @@ pub async fn run<A: ClientApp>(
             }
         }
     };
-    stop.store(true, Ordering::Relaxed);
     Ok(ending)
 }
 

@@ -2,9 +2,8 @@
 //! reporting on the way in; all of it undone on the way out, whether we
 //! leave normally, by error, by panic or by signal.
 
+use std::collections::VecDeque;
 use std::io::Write;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ratatui::DefaultTerminal;
@@ -13,6 +12,7 @@ use ratatui::crossterm::event::{
     Event,
 };
 use ratatui::crossterm::execute;
+use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc;
 
 /// Restores the terminal when dropped.
@@ -78,27 +78,70 @@ pub fn osc52(text: &str) -> String {
     )
 }
 
-/// Reads terminal events on a thread of its own (crossterm's reader blocks).
-/// It checks `stop` between polls so it does not eat keys after we leave.
-pub fn spawn_event_reader(stop: Arc<AtomicBool>) -> mpsc::Receiver<Event> {
-    let (tx, rx) = mpsc::channel(1024);
-    std::thread::spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            match event::poll(Duration::from_millis(200)) {
-                Ok(true) => match event::read() {
-                    Ok(ev) => {
-                        if tx.blocking_send(ev).is_err() {
-                            break;
-                        }
-                    }
-                    Err(_) => break,
-                },
-                Ok(false) => {}
-                Err(_) => break,
+/// Terminal events, read on the event loop's own thread whenever the
+/// terminal has input: a key reaches the loop without a reader thread handing
+/// it over (one wake-up less between a keystroke and its echo). crossterm
+/// still reads and parses; this only waits for its input, and for SIGWINCH,
+/// which crossterm turns into resize events.
+pub struct TerminalEvents {
+    input: AsyncFd<std::os::fd::OwnedFd>,
+    resized: tokio::signal::unix::Signal,
+    queued: VecDeque<Event>,
+}
+
+impl TerminalEvents {
+    pub fn new() -> std::io::Result<TerminalEvents> {
+        use std::io::IsTerminal;
+        use std::os::fd::AsFd;
+        // The terminal crossterm reads: stdin when it is one, else /dev/tty.
+        let input = if std::io::stdin().is_terminal() {
+            std::io::stdin().as_fd().try_clone_to_owned()?
+        } else {
+            std::fs::File::open("/dev/tty")?.into()
+        };
+        // SAFETY: an OwnedFd gives the same descriptor for as long as it
+        // lives, and the AsyncFd owns it: it stays open while registered.
+        let input =
+            unsafe { AsyncFd::register_with_interest(input, tokio::io::Interest::READABLE) }
+                .map_err(std::io::Error::from)?;
+        Ok(TerminalEvents {
+            input,
+            resized: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())?,
+            queued: VecDeque::new(),
+        })
+    }
+
+    /// The next event: waits for input or a resize.
+    pub async fn next(&mut self) -> std::io::Result<Event> {
+        loop {
+            if let Some(event) = self.queued.pop_front() {
+                return Ok(event);
+            }
+            tokio::select! {
+                ready = self.input.readable() => {
+                    let mut ready = ready?;
+                    take_available(&mut self.queued)?;
+                    // Input that comes after this is a new readiness event:
+                    // clearing cannot lose it.
+                    ready.clear_ready();
+                }
+                _ = self.resized.recv() => take_available(&mut self.queued)?,
             }
         }
-    });
-    rx
+    }
+
+    /// An event already read, without waiting.
+    pub fn try_next(&mut self) -> Option<Event> {
+        self.queued.pop_front()
+    }
+}
+
+/// Everything crossterm can read now, without blocking.
+fn take_available(queued: &mut VecDeque<Event>) -> std::io::Result<()> {
+    while event::poll(Duration::ZERO)? {
+        queued.push_back(event::read()?);
+    }
+    Ok(())
 }
 
 /// Moves what is already queued on `rx` into `out` (up to `limit` items), so a
