@@ -265,12 +265,26 @@ async fn heartbeats(hub: Arc<hub::Hub>) {
     }
 }
 
+/// How often an idle server looks at the free space (a write looks too).
+pub const SPACE_LOOK_INTERVAL: Duration = Duration::from_secs(2);
+
 async fn flush_recordings(hub: Arc<hub::Hub>) {
     let store = hub.store.clone();
-    let mut tick = tokio::time::interval(RECORDING_FLUSH_INTERVAL);
     let mut was_low = false;
+    let mut last = tokio::time::Instant::now();
     loop {
-        tick.tick().await;
+        // Asleep while nothing is written (no tick five times a second):
+        // woken by a write, else for the next look at the free space.
+        let wrote = tokio::select! {
+            _ = store.written() => true,
+            _ = tokio::time::sleep(SPACE_LOOK_INTERVAL) => false,
+        };
+        if wrote {
+            // What came is durable within the interval of coming: it came
+            // after the last sync began, and this one is due from then.
+            tokio::time::sleep_until(last + RECORDING_FLUSH_INTERVAL).await;
+        }
+        last = tokio::time::Instant::now();
         if let Err(e) = store.sync_or_check_space().await {
             tracing::error!("recording flush failed: {e}");
         }

@@ -234,6 +234,9 @@ pub struct Store {
     /// Database writes not yet flushed by their writer (`append_unflushed`,
     /// import claims): the periodic flush skips sled when there are none.
     unflushed: Arc<std::sync::atomic::AtomicBool>,
+    /// Told when something starts waiting for the periodic sync, so that
+    /// an idle server's sync task sleeps instead of ticking.
+    written: Arc<tokio::sync::Notify>,
 }
 
 /// The writers of the shells being recorded, by session and shell.
@@ -244,6 +247,7 @@ pub struct ShellRecording {
     writer: Arc<RecordingWriter>,
     space: Arc<space::SpaceGuard>,
     dirty: Arc<Mutex<Vec<Weak<RecordingWriter>>>>,
+    written: Arc<tokio::sync::Notify>,
 }
 
 impl ShellRecording {
@@ -269,6 +273,7 @@ impl ShellRecording {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(Arc::downgrade(&self.writer));
+            self.written.notify_one();
         }
         Ok(seq)
     }
@@ -380,6 +385,7 @@ impl Store {
             writers: Arc::default(),
             dirty: Arc::default(),
             unflushed: Arc::default(),
+            written: Arc::default(),
         })
     }
 
@@ -458,6 +464,19 @@ impl Store {
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+
+    /// A database write that waits for the periodic flush.
+    fn mark_unflushed(&self) {
+        self.unflushed
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.written.notify_one();
+    }
+
+    /// Returns once something waits for the periodic sync (at once when
+    /// something came since the last call returned).
+    pub async fn written(&self) {
+        self.written.notified().await;
     }
 
     /// Whether a recording or a database write waits for `flush_all`.
@@ -548,8 +567,7 @@ impl Store {
 
     /// Appends without waiting for the disk (for events whose loss is harmless).
     pub fn append_unflushed(&self, session: &str, event: &Event) -> Result<()> {
-        self.unflushed
-            .store(true, std::sync::atomic::Ordering::Release);
+        self.mark_unflushed();
         let tree = self.events_tree(session)?;
         let key = event.seq.to_be_bytes();
         if tree.contains_key(key)? {
@@ -583,8 +601,7 @@ impl Store {
         id: &str,
         exists: impl Fn(&str) -> bool,
     ) -> Result<Option<String>> {
-        self.unflushed
-            .store(true, std::sync::atomic::Ordering::Release);
+        self.mark_unflushed();
         loop {
             let current = self.imports.get(key.as_bytes())?;
             if let Some(earlier) = &current {
@@ -605,8 +622,7 @@ impl Store {
 
     /// Gives up a claim made by `reserve_import` (the run was not stored).
     pub fn forget_import(&self, key: &str, id: &str) -> Result<()> {
-        self.unflushed
-            .store(true, std::sync::atomic::Ordering::Release);
+        self.mark_unflushed();
         let _ = self.imports.compare_and_swap(
             key.as_bytes(),
             Some(id.as_bytes()),
@@ -713,6 +729,7 @@ impl Store {
             writer,
             space: self.space.clone(),
             dirty: self.dirty.clone(),
+            written: self.written.clone(),
         })
     }
 
@@ -1065,6 +1082,38 @@ mod tests {
         let path = store.recording_path("s", 0).unwrap();
         let chunks = recording_file::read_page(&path, 0, 10).unwrap().0;
         assert_eq!(chunks.len(), 1, "the tick wrote the output to its file");
+    }
+
+    #[tokio::test]
+    async fn the_sync_task_is_woken_by_a_write_and_only_by_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).unwrap();
+        let quiet = std::time::Duration::from_millis(50);
+        let woken = |store: Store| async move {
+            tokio::time::timeout(quiet, store.written()).await.is_ok()
+        };
+        assert!(!woken(store.clone()).await, "nothing was written");
+        store.append_unflushed("s", &event(0)).unwrap();
+        assert!(woken(store.clone()).await, "an event waits");
+        assert!(!woken(store.clone()).await, "told once");
+        let recorder = store.recorder("s", 0).unwrap();
+        let chunk = |n: u8| Chunk {
+            kind: ChunkKind::Output,
+            at: DateTime::from_timestamp_millis(1_700_000_000_000).unwrap(),
+            active_ms: 1,
+            data: vec![n],
+        };
+        recorder.record(&chunk(1)).unwrap();
+        assert!(woken(store.clone()).await, "output waits");
+        // More output before the sync: already waiting, no new wake.
+        recorder.record(&chunk(2)).unwrap();
+        assert!(!woken(store.clone()).await);
+        store.sync_or_check_space().await.unwrap();
+        recorder.record(&chunk(3)).unwrap();
+        assert!(
+            woken(store.clone()).await,
+            "output after the sync waits again"
+        );
     }
 
     #[test]
