@@ -714,6 +714,13 @@ mod partial_frames {
     }
 
     #[test]
+    fn after_a_key_the_echo_is_drawn_without_waiting_for_the_frame_gap() {
+        let app = running_app(5000.0);
+        assert_eq!(app.frame_gap(true), std::time::Duration::ZERO);
+        assert_eq!(app.frame_gap(false), rebench::tui::runtime::FRAME_GAP);
+    }
+
+    #[test]
     fn a_shell_not_shown_asks_for_no_frame() {
         let mut app = running_app(5000.0);
         let pane = app.areas().pane;

@@ -168,11 +168,7 @@ pub async fn run<A: ClientApp>(
             ev = keys.next() => match ev {
                 Ok(ev) => {
                     actions.extend(A::terminal_action(ev));
-                    while actions.len() < A::BATCH
-                        && let Some(ev) = keys.try_next()
-                    {
-                        actions.extend(A::terminal_action(ev));
-                    }
+                    drain_queued(|| keys.try_next(), &mut actions, A::BATCH, A::terminal_action);
                 }
                 Err(e) => break Ending::App(A::lost(format!("the terminal closed ({e})"))),
             },
@@ -180,7 +176,7 @@ pub async fn run<A: ClientApp>(
                 let line = line.unwrap_or_else(|| Incoming::Closed("the server closed the connection".into()));
                 actions.extend(conn.route(line).and_then(A::server_action));
                 // A burst (an output flood, 200 agents) becomes one frame.
-                drain_queued(&mut server, &mut actions, A::BATCH, |line| {
+                drain_queued(|| server.try_recv().ok(), &mut actions, A::BATCH, |line| {
                     conn.route(line).and_then(A::server_action)
                 });
             },

@@ -13,7 +13,6 @@ use ratatui::crossterm::event::{
 };
 use ratatui::crossterm::execute;
 use tokio::io::unix::AsyncFd;
-use tokio::sync::mpsc;
 
 /// Restores the terminal when dropped.
 pub struct TerminalGuard {
@@ -144,18 +143,19 @@ fn take_available(queued: &mut VecDeque<Event>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Moves what is already queued on `rx` into `out` (up to `limit` items), so a
-/// burst of keys or server lines becomes one update and one frame.
+/// Moves what is already queued (`next` gives it without waiting) into
+/// `out`, up to `limit` items, so a burst of keys or server lines becomes
+/// one update and one frame.
 pub fn drain_queued<T, A, I: IntoIterator<Item = A>>(
-    rx: &mut mpsc::Receiver<T>,
+    mut next: impl FnMut() -> Option<T>,
     out: &mut Vec<A>,
     limit: usize,
     mut map: impl FnMut(T) -> I,
 ) {
     while out.len() < limit {
-        match rx.try_recv() {
-            Ok(item) => out.extend(map(item)),
-            Err(_) => break,
+        match next() {
+            Some(item) => out.extend(map(item)),
+            None => break,
         }
     }
 }

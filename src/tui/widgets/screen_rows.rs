@@ -126,9 +126,10 @@ mod tests {
     use super::*;
     use tui_term::widget::{Cursor, PseudoTerminal};
 
-    /// What tui-term's widget draws for the same screen.
-    fn reference(parser: &vt100::Parser, area: Rect) -> Buffer {
-        let mut buf = Buffer::empty(area);
+    /// What tui-term's widget draws for the same screen, into `area` of a
+    /// buffer covering `whole`.
+    fn reference_in(parser: &vt100::Parser, area: Rect, whole: Rect) -> Buffer {
+        let mut buf = Buffer::empty(whole);
         let mut cursor = Cursor::default();
         cursor.hide();
         ratatui::widgets::Widget::render(
@@ -137,6 +138,10 @@ mod tests {
             &mut buf,
         );
         buf
+    }
+
+    fn reference(parser: &vt100::Parser, area: Rect) -> Buffer {
+        reference_in(parser, area, area)
     }
 
     fn ours(rows: &mut ScreenRows, parser: &vt100::Parser, area: Rect) -> Buffer {
@@ -213,16 +218,7 @@ mod tests {
         let area = Rect::new(2, 1, 20, 3);
         let mut buf = Buffer::empty(Rect::new(0, 0, 30, 5));
         rows.render(area, &mut buf);
-        let mut expected = Buffer::empty(Rect::new(0, 0, 30, 5));
-        ratatui::widgets::Widget::render(
-            PseudoTerminal::new(parser.screen()).cursor({
-                let mut c = Cursor::default();
-                c.hide();
-                c
-            }),
-            area,
-            &mut expected,
-        );
+        let expected = reference_in(&parser, area, Rect::new(0, 0, 30, 5));
         assert_eq!(buf, expected);
     }
 }

@@ -16,6 +16,8 @@ pub struct ShellSignals {
     pub bells: u32,
     /// The window title the program set (OSC 0/2), shown on the tab.
     pub title: Option<String>,
+    /// The program set a title since the last `take_retitled`.
+    pub retitled: bool,
 }
 
 impl vt100::Callbacks for ShellSignals {
@@ -30,6 +32,7 @@ impl vt100::Callbacks for ShellSignals {
             .take(40)
             .collect();
         self.title = (!text.is_empty()).then_some(text);
+        self.retitled = true;
     }
 }
 
@@ -104,6 +107,11 @@ impl ShellTab {
     pub fn detach_locally(&mut self) {
         self.attached = false;
         self.early.clear();
+    }
+
+    /// Whether the program set a title since the last call.
+    pub fn take_retitled(&mut self) -> bool {
+        std::mem::take(&mut self.parser.callbacks_mut().retitled)
     }
 
     /// Bells rung since the last call.

@@ -53,11 +53,11 @@ impl App {
             Action::Mouse(event) => self.on_mouse(event, &mut effects),
             Action::Resize(cols, rows) => self.area = Rect::new(0, 0, cols, rows),
             Action::ShellOutput { shell, data } => {
-                let label = self.tab_label(shell);
                 self.on_server(Action::ShellOutput { shell, data }, &mut effects);
                 // Output changes its shell's screen, and its tab's label
                 // when it sets a title; a screen not shown changes nothing.
-                if self.tab_label(shell) == label {
+                let tab = self.tabs.iter_mut().find(|tab| tab.shell == shell);
+                if !tab.is_some_and(|tab| tab.take_retitled()) {
                     if self.active_tab().is_some_and(|tab| tab.shell == shell) {
                         self.pane_dirty = true;
                     }
@@ -69,13 +69,6 @@ impl App {
         self.fit_shells(&mut effects);
         self.dirty = true;
         effects
-    }
-
-    fn tab_label(&self, shell: u32) -> Option<String> {
-        self.tabs
-            .iter()
-            .find(|tab| tab.shell == shell)
-            .map(|tab| tab.label())
     }
 
     /// Just before a frame: the pane's changed rows, when only they need
