@@ -17,6 +17,7 @@ pub mod jail;
 mod namespaces;
 pub mod procs;
 pub mod pty;
+pub mod pty_io;
 
 mod capture;
 mod procfs;

@@ -1,6 +1,7 @@
 //! Interactive shells on a pseudo-terminal, for humans.
 
 use std::io::{Read, Write};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 
 use anyhow::{Context, anyhow};
@@ -33,7 +34,8 @@ pub struct ShellExit {
 /// A shell running on a PTY. Send, not Sync (the master is not Sync).
 pub struct PtyShell {
     master: Box<dyn MasterPty + Send>,
-    writer: Box<dyn Write + Send>,
+    /// None when the caller took the terminal's descriptor to write it.
+    writer: Option<Box<dyn Write + Send>>,
     /// Kept so the handle lives as long as the shell; we reap via waitpid
     /// ourselves because portable-pty only reports signals by name.
     _child: Box<dyn Child + Send + Sync>,
@@ -46,6 +48,37 @@ impl PtyShell {
     /// the (blocking) reader of its output, which reaches EOF (or an error)
     /// once the shell and everything holding the terminal are gone.
     pub fn spawn(spec: &ShellSpec) -> anyhow::Result<(PtyShell, Box<dyn Read + Send>)> {
+        let mut shell = Self::start(spec)?;
+        let reader = shell
+            .master
+            .try_clone_reader()
+            .context("cloning the pty reader")?;
+        shell.writer = Some(
+            shell
+                .master
+                .take_writer()
+                .context("taking the pty writer")?,
+        );
+        Ok((shell, reader))
+    }
+
+    /// Like `spawn`, but the terminal is one descriptor of the master for
+    /// the caller to read and write itself (`PtyIo`); `write_input` then
+    /// refuses.
+    pub fn spawn_with_terminal(spec: &ShellSpec) -> anyhow::Result<(PtyShell, OwnedFd)> {
+        let shell = Self::start(spec)?;
+        let raw = shell
+            .master
+            .as_raw_fd()
+            .ok_or_else(|| anyhow!("the pty master has no descriptor"))?;
+        // SAFETY: the master lives in `shell` for the duration of the borrow.
+        let terminal = unsafe { BorrowedFd::borrow_raw(raw) }
+            .try_clone_to_owned()
+            .context("duplicating the pty master")?;
+        Ok((shell, terminal))
+    }
+
+    fn start(spec: &ShellSpec) -> anyhow::Result<PtyShell> {
         // portable-pty would silently start in $HOME instead.
         anyhow::ensure!(
             spec.cwd.is_dir(),
@@ -71,21 +104,14 @@ impl PtyShell {
             .with_context(|| format!("spawning {} in a pty", spec.program))?;
         // Our copy of the slave must go, or the reader never sees EOF.
         drop(pair.slave);
-
-        let reader = pair
-            .master
-            .try_clone_reader()
-            .context("cloning the pty reader")?;
-        let writer = pair.master.take_writer().context("taking the pty writer")?;
         let pid = child.process_id().and_then(|pid| i32::try_from(pid).ok());
-        let shell = PtyShell {
+        Ok(PtyShell {
             master: pair.master,
-            writer,
+            writer: None,
             _child: child,
             pid,
             exit: None,
-        };
-        Ok((shell, reader))
+        })
     }
 
     pub fn pid(&self) -> Option<u32> {
@@ -94,8 +120,11 @@ impl PtyShell {
 
     /// Types `bytes` into the terminal.
     pub fn write_input(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.writer.write_all(bytes)?;
-        self.writer.flush()
+        let writer = self.writer.as_mut().ok_or_else(|| {
+            std::io::Error::other("this shell's terminal is written through its descriptor")
+        })?;
+        writer.write_all(bytes)?;
+        writer.flush()
     }
 
     /// Resizes the terminal; the foreground job gets SIGWINCH.

@@ -1,6 +1,8 @@
-//! Hosting one PTY shell: a thread owns the PTY (it is not Sync and its
-//! writes block), a reader thread pumps output into a task that keeps the
-//! vt100 screen, records every byte and streams it to attached clients.
+//! Hosting one PTY shell: one task reads the terminal (non-blocking, on the
+//! runtime: no thread hand-off between a key and its echo), keeps the vt100
+//! screen, records every byte and streams it to attached clients; input is
+//! written by the connection that sends it. A thread waits for the shell's
+//! exit and owns the process (kill and reap).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -10,6 +12,7 @@ use tokio::sync::mpsc;
 
 use crate::protocol::{AttachMode, AttachReply, Push, ServerLine, ShellInfo, b64_encode};
 use crate::sandbox::pty::{PtyShell, ShellExit, ShellSpec};
+use crate::sandbox::pty_io::PtyIo;
 use crate::store::{Chunk, ChunkKind, ShellRecording, Store};
 
 /// Lines of scrollback kept on the server's screen of each shell, and sent
@@ -44,9 +47,10 @@ fn parse_scrollback(value: Option<&str>) -> usize {
 /// Cursor position request; vt100 does not answer it, so we do.
 const CURSOR_QUERY: &[u8] = b"\x1b[6n";
 
+/// Output is read this much at a time (a PTY rarely has more ready).
+const READ_BYTES: usize = 16 * 1024;
+
 enum PtyCommand {
-    Input(Vec<u8>),
-    Resize(u16, u16),
     Kill,
     /// The shell has exited (its waiter thread says so): reap and report it.
     Exited,
@@ -97,6 +101,7 @@ pub struct ShellHost {
     quota: Arc<super::quota::RecordingQuota>,
     on_quota: Arc<dyn Fn(u64) + Send + Sync>,
     commands: std::sync::mpsc::Sender<PtyCommand>,
+    terminal: Arc<PtyIo>,
     screen: Mutex<Screen>,
 }
 
@@ -123,7 +128,8 @@ impl ShellHost {
             on_quota,
         } = recorder;
         let recording = store.recorder(session, id)?;
-        let (pty, mut reader) = PtyShell::spawn(spec)?;
+        let (pty, terminal) = PtyShell::spawn_with_terminal(spec)?;
+        let terminal = Arc::new(PtyIo::new(terminal)?);
         let pid = pty.pid().map(|p| p as i32);
         let (cmd_tx, cmd_rx) = std::sync::mpsc::channel();
         let (exit_tx, exit_rx) = tokio::sync::oneshot::channel();
@@ -140,24 +146,6 @@ impl ShellHost {
             .name(format!("pty-{session}-{id}"))
             .spawn(move || own_pty(pty, cmd_rx, exit_tx))?;
 
-        let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(256);
-        std::thread::Builder::new()
-            .name(format!("pty-read-{session}-{id}"))
-            .spawn(move || {
-                let mut buf = vec![0u8; 16 * 1024];
-                loop {
-                    match reader.read(&mut buf) {
-                        Ok(0) | Err(_) => break,
-                        // Blocking send: a slow consumer slows the program, nothing is dropped.
-                        Ok(n) => {
-                            if out_tx.blocking_send(buf[..n].to_vec()).is_err() {
-                                break;
-                            }
-                        }
-                    }
-                }
-            })?;
-
         let host = Arc::new(ShellHost {
             id,
             pid,
@@ -168,6 +156,7 @@ impl ShellHost {
             quota,
             on_quota,
             commands: cmd_tx,
+            terminal,
             screen: Mutex::new(Screen {
                 parser: vt100::Parser::new(spec.rows, spec.cols, scrollback_lines()),
                 cols: spec.cols,
@@ -182,7 +171,7 @@ impl ShellHost {
             ChunkKind::Resize,
             Chunk::resize(Utc::now(), 0, spec.cols, spec.rows).data,
         );
-        tokio::spawn(pump_output(host.clone(), out_rx, exit_rx, on_exit));
+        tokio::spawn(pump_output(host.clone(), exit_rx, on_exit));
         Ok(host)
     }
 
@@ -298,13 +287,13 @@ impl ShellHost {
         if screen.exit.is_some() {
             return Err("the shell has exited".into());
         }
+        // Written under the lock, so the recording has the keys before their echo.
+        self.terminal.write(&data)?;
         if self.record_input {
-            self.record_locked(&mut screen, ChunkKind::Input, data.clone());
+            self.record_locked(&mut screen, ChunkKind::Input, data);
         }
         screen.last_input_at = Some(chrono::Utc::now());
-        self.commands
-            .send(PtyCommand::Input(data))
-            .map_err(|_| "the shell has exited".to_string())
+        Ok(())
     }
 
     pub fn resize(&self, cols: u16, rows: u16) -> Result<(), String> {
@@ -312,14 +301,18 @@ impl ShellHost {
             return Err(format!("bad terminal size {cols}x{rows}"));
         }
         let mut screen = self.lock();
+        if screen.exit.is_some() {
+            return Err("the shell has exited".into());
+        }
+        self.terminal
+            .resize(cols, rows)
+            .map_err(|e| format!("resizing the terminal to {cols}x{rows}: {e}"))?;
         screen.parser.screen_mut().set_size(rows, cols);
         screen.cols = cols;
         screen.rows = rows;
         let data = Chunk::resize(Utc::now(), 0, cols, rows).data;
         self.record_locked(&mut screen, ChunkKind::Resize, data);
-        self.commands
-            .send(PtyCommand::Resize(cols, rows))
-            .map_err(|_| "the shell has exited".to_string())
+        Ok(())
     }
 
     pub fn kill(&self) {
@@ -336,8 +329,10 @@ impl ShellHost {
         screen.parser.process(bytes);
         if bytes.windows(CURSOR_QUERY.len()).any(|w| w == CURSOR_QUERY) {
             let (row, col) = screen.parser.screen().cursor_position();
-            let reply = format!("\x1b[{};{}R", row + 1, col + 1).into_bytes();
-            let _ = self.commands.send(PtyCommand::Input(reply));
+            let reply = format!("\x1b[{};{}R", row + 1, col + 1);
+            if let Err(e) = self.terminal.write(reply.as_bytes()) {
+                tracing::debug!("cursor position reply not written: {e}");
+            }
         }
         self.record_locked(&mut screen, ChunkKind::Output, bytes.to_vec());
         let line = ServerLine::Event {
@@ -431,7 +426,6 @@ pub fn silent_too_long(opened_ms: u64, now_ms: u64) -> bool {
 
 async fn pump_output(
     host: Arc<ShellHost>,
-    mut output: mpsc::Receiver<Vec<u8>>,
     mut exited: tokio::sync::oneshot::Receiver<ShellExit>,
     on_exit: mpsc::UnboundedSender<ShellEnded>,
 ) {
@@ -439,17 +433,23 @@ async fn pump_output(
         code: None,
         signal: None,
     };
+    let terminal = host.terminal.clone();
+    let mut buf = vec![0u8; READ_BYTES];
     let opened_ms = (host.active)();
     let mut silent = true;
     let mut check = tokio::time::interval(Duration::from_millis(250));
     let exit = loop {
         tokio::select! {
-            bytes = output.recv() => match bytes {
-                Some(bytes) => {
+            read = terminal.read(&mut buf) => match read {
+                Ok(n) if n > 0 => {
                     silent = false;
-                    host.on_output(&bytes);
+                    host.on_output(&buf[..n]);
                 }
-                None => break (&mut exited).await.unwrap_or(unknown),
+                // Nothing holds the terminal any more: the exit is due.
+                _ => break (&mut exited).await.unwrap_or(unknown),
+            },
+            failed = terminal.write_pending() => {
+                tracing::debug!(session = %host.session, shell = host.id, "input not written: {failed}");
             },
             _ = check.tick(), if silent => {
                 if silent_too_long(opened_ms, (host.active)()) {
@@ -462,8 +462,11 @@ async fn pump_output(
                 // The shell is gone; a background job may still hold the terminal
                 // open, so take what is already written and report the exit.
                 let drain_until = tokio::time::Instant::now() + Duration::from_millis(300);
-                while let Ok(Some(bytes)) = tokio::time::timeout_at(drain_until, output.recv()).await {
-                    host.on_output(&bytes);
+                while let Ok(Ok(n)) = tokio::time::timeout_at(drain_until, terminal.read(&mut buf)).await {
+                    if n == 0 {
+                        break;
+                    }
+                    host.on_output(&buf[..n]);
                 }
                 break exit.unwrap_or(unknown);
             }
@@ -475,62 +478,45 @@ async fn pump_output(
         exit,
     });
     // Keep streaming anything a leftover process still prints.
-    while let Some(bytes) = output.recv().await {
-        host.on_output(&bytes);
+    while let Ok(n) = terminal.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        host.on_output(&buf[..n]);
     }
 }
 
-/// The thread that owns the PTY: applies commands, and reports the exit.
+/// The thread that owns the shell's process: kills it when told, and reaps
+/// and reports its exit.
 fn own_pty(
     mut pty: PtyShell,
     commands: std::sync::mpsc::Receiver<PtyCommand>,
     exited: tokio::sync::oneshot::Sender<ShellExit>,
 ) {
-    loop {
-        // Blocks: no wake-ups while the shell is idle. The waiter thread's
-        // sender keeps the channel open, so a dropped host says Kill.
-        let command = commands.recv().unwrap_or(PtyCommand::Kill);
-        match command {
-            PtyCommand::Input(bytes) => {
-                if let Err(e) = pty.write_input(&bytes) {
-                    tracing::debug!("pty write failed: {e}");
-                }
-            }
-            PtyCommand::Resize(cols, rows) => {
-                if let Err(e) = pty.resize(cols, rows) {
-                    tracing::debug!("pty resize failed: {e}");
-                }
-            }
-            PtyCommand::Exited => {
-                let exit = pty.try_wait().unwrap_or(ShellExit {
-                    code: None,
-                    signal: None,
-                });
-                let _ = exited.send(exit);
-                return;
-            }
-            PtyCommand::Kill => {
+    // Blocks: no wake-ups while the shell is idle. The waiter thread's
+    // sender keeps the channel open, so a dropped host says Kill.
+    let command = commands.recv().unwrap_or(PtyCommand::Kill);
+    let exit = match command {
+        PtyCommand::Exited => pty.try_wait(),
+        PtyCommand::Kill => pty.try_wait().or_else(|| {
+            pty.kill();
+            // Reap so the exit is reported.
+            for _ in 0..50 {
                 if let Some(exit) = pty.try_wait() {
-                    let _ = exited.send(exit);
-                    return;
+                    return Some(exit);
                 }
-                pty.kill();
-                // Reap so the exit is reported.
-                for _ in 0..50 {
-                    if let Some(exit) = pty.try_wait() {
-                        let _ = exited.send(exit);
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                let _ = exited.send(ShellExit {
-                    code: None,
-                    signal: Some(libc::SIGKILL),
-                });
-                return;
+                std::thread::sleep(Duration::from_millis(20));
             }
-        }
-    }
+            Some(ShellExit {
+                code: None,
+                signal: Some(libc::SIGKILL),
+            })
+        }),
+    };
+    let _ = exited.send(exit.unwrap_or(ShellExit {
+        code: None,
+        signal: None,
+    }));
 }
 
 /// The last `max` lines of a screen's history (not the screen itself), as
