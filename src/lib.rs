@@ -22,6 +22,7 @@ pub mod scoring;
 pub mod server;
 pub mod session;
 pub mod settings;
+pub mod socket;
 pub mod store;
 pub mod taskstd;
 pub mod tui;

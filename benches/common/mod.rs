@@ -87,6 +87,13 @@ impl BenchServer {
             }
         })
         .await;
+        // The rest is Drop's.
+    }
+}
+
+impl Drop for BenchServer {
+    /// A benchmark that panics leaves no server or data dir behind.
+    fn drop(&mut self) {
         let _ = self.server.kill();
         let _ = self.server.wait();
         let _ = std::fs::remove_dir_all(&self.root);

@@ -9,7 +9,8 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+
+use crate::socket::{SocketReader, SocketWriter};
 
 use crate::paths::DataPaths;
 use crate::protocol::{
@@ -40,8 +41,8 @@ impl ClientError {
 pub type Result<T> = std::result::Result<T, ClientError>;
 
 pub struct Client {
-    reader: BufReader<OwnedReadHalf>,
-    writer: OwnedWriteHalf,
+    reader: BufReader<SocketReader>,
+    writer: SocketWriter,
     next_id: u64,
     pushes: VecDeque<Push>,
     pub hello: HelloReply,
@@ -56,7 +57,11 @@ impl Client {
                 socket: socket.to_path_buf(),
                 why: e.to_string(),
             })?;
-        let (read_half, writer) = stream.into_split();
+        let (read_half, writer) =
+            crate::socket::split_tokio(stream).map_err(|e| ClientError::NoServer {
+                socket: socket.to_path_buf(),
+                why: e.to_string(),
+            })?;
         let mut client = Client {
             reader: BufReader::new(read_half),
             writer,
@@ -266,7 +271,7 @@ async fn wait_for_server(paths: &DataPaths, name: &str) -> Result<Client> {
 }
 
 pub struct ClientReader {
-    reader: BufReader<OwnedReadHalf>,
+    reader: BufReader<SocketReader>,
     pending: VecDeque<Push>,
 }
 
@@ -289,7 +294,7 @@ impl ClientReader {
 }
 
 pub struct ClientWriter {
-    writer: OwnedWriteHalf,
+    writer: SocketWriter,
     next_id: u64,
 }
 

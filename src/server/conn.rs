@@ -63,18 +63,25 @@ struct Conn {
 
 pub async fn serve_connection(hub: Arc<Hub>, stream: UnixStream, door: Door) {
     let peer = peer_origin(&stream);
-    let (read_half, mut write_half) = stream.into_split();
+    let (read_half, mut write_half) = match crate::socket::split_tokio(stream) {
+        Ok(halves) => halves,
+        Err(e) => {
+            tracing::warn!("a connection could not be set up: {e}");
+            return;
+        }
+    };
     let (tx, mut rx) = mpsc::channel::<ServerLine>(1024);
     let writer = tokio::spawn(async move {
+        let mut bytes = Vec::new();
         while let Some(line) = rx.recv().await {
-            let mut bytes = match serde_json::to_vec(&line) {
-                Ok(b) => b,
-                Err(e) => {
-                    tracing::error!("reply not serializable: {e}");
-                    continue;
-                }
-            };
-            bytes.push(b'\n');
+            bytes.clear();
+            append_line(&mut bytes, &line);
+            // Lines already queued (a flood's output) go out in the same write.
+            while bytes.len() < WRITE_BATCH_BYTES
+                && let Ok(line) = rx.try_recv()
+            {
+                append_line(&mut bytes, &line);
+            }
             if write_half.write_all(&bytes).await.is_err() {
                 break;
             }
@@ -162,6 +169,21 @@ pub async fn serve_connection(hub: Arc<Hub>, stream: UnixStream, door: Door) {
     drop(conn);
     drop(tx);
     let _ = writer.await;
+}
+
+/// Queued lines are joined into one write up to about this size.
+const WRITE_BATCH_BYTES: usize = 256 * 1024;
+
+/// `line` as JSON and a newline (one that cannot be serialized is logged and left out).
+fn append_line(bytes: &mut Vec<u8>, line: &ServerLine) {
+    let start = bytes.len();
+    match serde_json::to_writer(&mut *bytes, line) {
+        Ok(()) => bytes.push(b'\n'),
+        Err(e) => {
+            bytes.truncate(start);
+            tracing::error!("reply not serializable: {e}");
+        }
+    }
 }
 
 /// The peer process of a Unix socket connection, from SO_PEERCRED.
