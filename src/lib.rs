@@ -19,6 +19,7 @@ pub mod recording;
 pub mod report;
 pub mod sandbox;
 pub mod scoring;
+pub mod screen_feed;
 pub mod server;
 pub mod session;
 pub mod settings;

@@ -123,6 +123,73 @@ fn start_type_score_tabs_detach_attach_submit() {
 }
 
 #[test]
+fn a_workspace_whose_terminal_hangs_up_exits() {
+    if !tmux_or_skip("the workspace hang-up test") {
+        return;
+    }
+    let (t, config_home) = harness("rbhup");
+    let env = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/envs/fixed");
+    t.open(
+        "w",
+        &format!("start {} --participant tester", env.display()),
+        &config_home,
+    );
+    t.wait_text("w", "to start the clock");
+    t.keys("w", &["Enter"]);
+    t.wait_for("w", "the running shell", |s| {
+        s.contains("RUNNING") && s.contains("[rebench ")
+    });
+    exits_on_hang_up(&t, "w", "start");
+    let shutdown = std::process::Command::new(common::BIN)
+        .arg("--data-dir")
+        .arg(&t.data_dir)
+        .arg("shutdown")
+        .output()
+        .unwrap();
+    assert!(shutdown.status.success(), "{shutdown:?}");
+}
+
+#[test]
+fn a_replay_whose_terminal_hangs_up_exits() {
+    if !tmux_or_skip("the replay hang-up test") {
+        return;
+    }
+    let (t, config_home) = harness("rbhupr");
+    let cast = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("sessions/prefix-sum-human.cast");
+    t.open("r", &format!("replay {}", cast.display()), &config_home);
+    t.wait_text("r", "prefix");
+    exits_on_hang_up(&t, "r", "replay");
+}
+
+/// Closes the tmux session `name` (its terminal goes away, as with a
+/// dropped ssh connection) and waits for `rebench … <command>` to exit.
+fn exits_on_hang_up(t: &Tmux, name: &str, command: &str) {
+    // The program and the shell command around it (not zombies).
+    let pattern = format!("--data-dir {} {command}", t.data_dir.display());
+    let running = || {
+        let pgrep = std::process::Command::new("pgrep")
+            .args(["-r", "R,S,D,T", "-f", "--", &pattern])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&pgrep.stdout).trim().to_string()
+    };
+    assert!(!running().is_empty(), "no {command} process found");
+    assert!(t.tmux(&["kill-session", "-t", name]).status.success());
+    let hung_up = std::time::Instant::now();
+    loop {
+        let left = running();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            hung_up.elapsed().as_secs() < 10,
+            "{command} outlived its terminal: pids {left}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[test]
 fn the_workspace_waits_out_a_server_shutdown_and_comes_back_paused() {
     if !tmux_or_skip("the workspace reconnect test") {
         return;

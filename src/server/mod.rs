@@ -30,6 +30,8 @@ pub use lock::{LockError, ServerLock};
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(2);
 /// How often buffered terminal output is made durable.
 pub const RECORDING_FLUSH_INTERVAL: Duration = Duration::from_millis(200);
+/// How long a sync waits after the first write that follows a quiet spell.
+const RECORDING_SYNC_SETTLE: Duration = Duration::from_millis(25);
 
 const SESSION_RC: &str = include_str!("../../assets/session.bashrc");
 
@@ -275,14 +277,24 @@ async fn flush_recordings(hub: Arc<hub::Hub>) {
     loop {
         // Asleep while nothing is written (no tick five times a second):
         // woken by a write, else for the next look at the free space.
+        let asleep_since = tokio::time::Instant::now();
         let wrote = tokio::select! {
             _ = store.written() => true,
             _ = tokio::time::sleep(SPACE_LOOK_INTERVAL) => false,
         };
         if wrote {
+            let woke = tokio::time::Instant::now();
             // What came is durable within the interval of coming: it came
             // after the last sync began, and this one is due from then.
-            tokio::time::sleep_until(last + RECORDING_FLUSH_INTERVAL).await;
+            let mut due = last + RECORDING_FLUSH_INTERVAL;
+            // Woken by the write itself (one that came during the last sync
+            // would have woken us at once): it came just now, so waiting a
+            // moment keeps the promise, and the keystroke that wrote it is
+            // echoed before the disk gets busy.
+            if woke - asleep_since >= RECORDING_SYNC_SETTLE {
+                due = due.max(woke + RECORDING_SYNC_SETTLE);
+            }
+            tokio::time::sleep_until(due).await;
         }
         last = tokio::time::Instant::now();
         if let Err(e) = store.sync_or_check_space().await {

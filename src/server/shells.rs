@@ -47,8 +47,12 @@ fn parse_scrollback(value: Option<&str>) -> usize {
 /// Cursor position request; vt100 does not answer it, so we do.
 const CURSOR_QUERY: &[u8] = b"\x1b[6n";
 
-/// Output is read this much at a time (a PTY rarely has more ready).
-const READ_BYTES: usize = 16 * 1024;
+/// Output is taken up to this much at a time: a PTY gives at most 4 KiB a
+/// read, but in a flood more is there at once, and one screen update of
+/// it all can leave out the lines that would scroll away (`screen_feed`).
+const READ_BYTES: usize = 64 * 1024;
+/// The most output one message to a client carries.
+const OUTPUT_MESSAGE_BYTES: usize = 16 * 1024;
 
 enum PtyCommand {
     Kill,
@@ -65,6 +69,10 @@ pub struct Subscriber {
 
 struct Screen {
     parser: vt100::Parser,
+    /// Feeds `parser`, leaving out flood lines that would scroll away unseen.
+    feed: crate::screen_feed::ScreenFeed,
+    /// The lines of history `parser` keeps.
+    scrollback: usize,
     cols: u16,
     rows: u16,
     exit: Option<ShellExit>,
@@ -146,6 +154,7 @@ impl ShellHost {
             .name(format!("pty-{session}-{id}"))
             .spawn(move || own_pty(pty, cmd_rx, exit_tx))?;
 
+        let scrollback = scrollback_lines();
         let host = Arc::new(ShellHost {
             id,
             pid,
@@ -158,7 +167,9 @@ impl ShellHost {
             commands: cmd_tx,
             terminal,
             screen: Mutex::new(Screen {
-                parser: vt100::Parser::new(spec.rows, spec.cols, scrollback_lines()),
+                parser: vt100::Parser::new(spec.rows, spec.cols, scrollback),
+                feed: crate::screen_feed::ScreenFeed::default(),
+                scrollback,
                 cols: spec.cols,
                 rows: spec.rows,
                 exit: None,
@@ -262,7 +273,8 @@ impl ShellHost {
             rows: screen.rows,
             screen: b64_encode(&{
                 // History first, so the client's own scrollback has it.
-                let mut bytes = history_formatted(&mut screen.parser, scrollback_lines());
+                let lines = screen.scrollback;
+                let mut bytes = history_formatted(&mut screen.parser, lines);
                 bytes.extend(screen.parser.screen().state_formatted());
                 bytes
             }),
@@ -326,7 +338,13 @@ impl ShellHost {
 
     fn on_output(&self, bytes: &[u8]) {
         let mut screen = self.lock();
-        screen.parser.process(bytes);
+        let Screen {
+            parser,
+            feed,
+            scrollback,
+            ..
+        } = &mut *screen;
+        feed.process(parser, *scrollback, bytes);
         if bytes.windows(CURSOR_QUERY.len()).any(|w| w == CURSOR_QUERY) {
             let (row, col) = screen.parser.screen().cursor_position();
             let reply = format!("\x1b[{};{}R", row + 1, col + 1);
@@ -335,14 +353,18 @@ impl ShellHost {
             }
         }
         self.record_locked(&mut screen, ChunkKind::Output, bytes.to_vec());
-        let line = ServerLine::Event {
-            event: Push::ShellOutput {
-                session: self.session.clone(),
-                shell: self.id,
-                data: b64_encode(bytes),
-            },
-        };
-        broadcast(&self.session, self.id, &mut screen, &line);
+        // Clients get it in pieces of at most a read's size, as before: their
+        // queues are bounded in messages.
+        for piece in bytes.chunks(OUTPUT_MESSAGE_BYTES) {
+            let line = ServerLine::Event {
+                event: Push::ShellOutput {
+                    session: self.session.clone(),
+                    shell: self.id,
+                    data: b64_encode(piece),
+                },
+            };
+            broadcast(&self.session, self.id, &mut screen, &line);
+        }
     }
 
     fn on_exit(&self, exit: ShellExit) {
@@ -443,7 +465,14 @@ async fn pump_output(
             read = terminal.read(&mut buf) => match read {
                 Ok(n) if n > 0 => {
                     silent = false;
-                    host.on_output(&buf[..n]);
+                    let mut len = n;
+                    while len < buf.len() {
+                        match terminal.read_now(&mut buf[len..]) {
+                            0 => break,
+                            more => len += more,
+                        }
+                    }
+                    host.on_output(&buf[..len]);
                 }
                 // Nothing holds the terminal any more: the exit is due.
                 _ => break (&mut exited).await.unwrap_or(unknown),

@@ -356,6 +356,10 @@ pub fn chunk_count(path: &Path) -> super::Result<u64> {
 pub struct RecordingWriter {
     path: PathBuf,
     state: Mutex<WriterState>,
+    /// The same open file, for `sync`: the disk's wait happens outside the
+    /// lock, so the shell's output (which takes the lock to be recorded)
+    /// never waits for an fdatasync.
+    sync_handle: File,
     /// Queued for the next sync (see `Store::sync_recordings`).
     dirty: std::sync::atomic::AtomicBool,
 }
@@ -415,8 +419,10 @@ impl RecordingWriter {
                 .map_err(|e| io_error(path, "truncating", e))?;
         }
         let next_seq = blocks.last().map_or(0, |b| b.first + b.count);
+        let sync_handle = file.try_clone().map_err(|e| io_error(path, "opening", e))?;
         Ok(RecordingWriter {
             path: path.to_path_buf(),
+            sync_handle,
             state: Mutex::new(WriterState {
                 file,
                 encoder: None,
@@ -511,16 +517,15 @@ impl RecordingWriter {
         }
     }
 
-    /// `write_out`, then makes the file durable.
+    /// `write_out`, then makes the file durable. Everything written out
+    /// before the call is durable when it returns; output recorded while
+    /// the disk works is not held up (it is marked for the next sync).
     pub fn sync(&self) -> super::Result<()> {
         self.write_out()?;
-        let mut state = self.lock();
-        if state.unsynced {
-            state
-                .file
-                .sync_data()
-                .map_err(|e| io_error(&self.path, "syncing", e))?;
-            state.unsynced = false;
+        let unsynced = std::mem::take(&mut self.lock().unsynced);
+        if unsynced && let Err(e) = self.sync_handle.sync_data() {
+            self.lock().unsynced = true;
+            return Err(io_error(&self.path, "syncing", e));
         }
         Ok(())
     }

@@ -71,6 +71,12 @@ pub trait ClientApp {
     fn resync_action() -> Self::Action;
     /// Whether the user did this (the next frame comes sooner).
     fn is_input(action: &Self::Action) -> bool;
+    /// Folds `next` into `last` where both can be handled as one (e.g.
+    /// output of the same shell); else gives `next` back.
+    fn merge(last: &mut Self::Action, next: Self::Action) -> Option<Self::Action> {
+        let _ = last;
+        Some(next)
+    }
     /// The exit for a connection that broke (sending failed, or the
     /// terminal closed).
     fn lost(why: String) -> Self::Exit;
@@ -202,6 +208,7 @@ pub async fn run<A: ClientApp>(
             _ = sighup.recv() => break Ending::Signal("SIGHUP"),
         }
         after_input |= actions.iter().any(A::is_input);
+        let actions = merged::<A>(actions);
         let mut exit = None;
         for action in actions {
             app.set_now(now());
@@ -241,6 +248,21 @@ pub async fn run<A: ClientApp>(
         }
     };
     Ok(ending)
+}
+
+/// A batch with what can be handled as one folded together (a flood's
+/// output is then one screen update, which can leave out what scrolls
+/// away unseen).
+fn merged<A: ClientApp>(actions: Vec<A::Action>) -> Vec<A::Action> {
+    let mut out: Vec<A::Action> = Vec::with_capacity(actions.len());
+    for action in actions {
+        let rest = match out.last_mut() {
+            Some(last) => A::merge(last, action),
+            None => Some(action),
+        };
+        out.extend(rest);
+    }
+    out
 }
 
 /// `at_s` seconds after `started`, as a tokio instant.

@@ -90,14 +90,7 @@ pub struct TerminalEvents {
 
 impl TerminalEvents {
     pub fn new() -> std::io::Result<TerminalEvents> {
-        use std::io::IsTerminal;
-        use std::os::fd::AsFd;
-        // The terminal crossterm reads: stdin when it is one, else /dev/tty.
-        let input = if std::io::stdin().is_terminal() {
-            std::io::stdin().as_fd().try_clone_to_owned()?
-        } else {
-            std::fs::File::open("/dev/tty")?.into()
-        };
+        let input = input_fd()?;
         // SAFETY: an OwnedFd gives the same descriptor for as long as it
         // lives, and the AsyncFd owns it: it stays open while registered.
         let input =
@@ -112,6 +105,8 @@ impl TerminalEvents {
 
     /// The next event: waits for input or a resize.
     pub async fn next(&mut self) -> std::io::Result<Event> {
+        use std::os::fd::AsRawFd;
+        let fd = self.input.get_ref().as_raw_fd();
         loop {
             if let Some(event) = self.queued.pop_front() {
                 return Ok(event);
@@ -119,12 +114,12 @@ impl TerminalEvents {
             tokio::select! {
                 ready = self.input.readable() => {
                     let mut ready = ready?;
-                    take_available(&mut self.queued)?;
+                    take_available(fd, &mut self.queued)?;
                     // Input that comes after this is a new readiness event:
                     // clearing cannot lose it.
                     ready.clear_ready();
                 }
-                _ = self.resized.recv() => take_available(&mut self.queued)?,
+                _ = self.resized.recv() => take_available(fd, &mut self.queued)?,
             }
         }
     }
@@ -135,12 +130,76 @@ impl TerminalEvents {
     }
 }
 
-/// Everything crossterm can read now, without blocking.
-fn take_available(queued: &mut VecDeque<Event>) -> std::io::Result<()> {
+/// Everything crossterm can read now, without blocking; an error once the
+/// terminal `fd` hung up (crossterm itself would spin on it for ever,
+/// retrying a read that fails).
+fn take_available(fd: std::os::fd::RawFd, queued: &mut VecDeque<Event>) -> std::io::Result<()> {
+    if hung_up(fd) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the terminal hung up",
+        ));
+    }
     while event::poll(Duration::ZERO)? {
         queued.push_back(event::read()?);
     }
     Ok(())
+}
+
+/// The terminal crossterm reads: stdin when it is one, else /dev/tty.
+pub fn input_fd() -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::io::IsTerminal;
+    use std::os::fd::AsFd;
+    if std::io::stdin().is_terminal() {
+        std::io::stdin().as_fd().try_clone_to_owned()
+    } else {
+        Ok(std::fs::File::open("/dev/tty")?.into())
+    }
+}
+
+/// Waits up to `wait` for an event on the terminal `fd` (for loops that
+/// block rather than run on tokio); an error once the terminal hung up.
+pub fn poll_input(fd: std::os::fd::RawFd, wait: Duration) -> std::io::Result<bool> {
+    let hung_up_error =
+        || std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the terminal hung up");
+    if hung_up(fd) {
+        return Err(hung_up_error());
+    }
+    // Events crossterm already read come first.
+    if event::poll(Duration::ZERO)? {
+        return Ok(true);
+    }
+    let mut poll = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = libc::c_int::try_from(wait.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: one pollfd, valid for the call.
+    if unsafe { libc::poll(&mut poll, 1, ms) } < 0 {
+        let e = std::io::Error::last_os_error();
+        return if e.kind() == std::io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    if hung_up(fd) {
+        return Err(hung_up_error());
+    }
+    event::poll(Duration::ZERO)
+}
+
+/// Whether the terminal behind `fd` is gone (its other side closed).
+fn hung_up(fd: std::os::fd::RawFd) -> bool {
+    let mut poll = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd, valid for the call; a zero timeout never blocks.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready > 0 && poll.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
 }
 
 /// Moves what is already queued (`next` gives it without waiting) into

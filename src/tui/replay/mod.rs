@@ -11,6 +11,7 @@ pub mod draw;
 pub mod state;
 
 use std::io::IsTerminal;
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -78,6 +79,7 @@ fn event_loop(
     state: &mut PlayerState,
 ) -> anyhow::Result<()> {
     let mut last = Instant::now();
+    let input = crate::tui::terminal::input_fd().context("cannot read the terminal")?;
     while !state.quit {
         terminal.draw(|frame| draw(state, frame))?;
         let wait = if state.playing {
@@ -85,7 +87,7 @@ fn event_loop(
         } else {
             Duration::from_millis(250)
         };
-        if event::poll(wait)? {
+        if crate::tui::terminal::poll_input(input.as_raw_fd(), wait)? {
             match event::read()? {
                 Event::Key(key) => {
                     if let Some(action) = action_for_key(key, state.prompt.is_some(), state.help) {

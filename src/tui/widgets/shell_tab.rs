@@ -50,6 +50,8 @@ pub struct Found {
 pub struct ShellTab {
     pub shell: u32,
     pub parser: vt100::Parser<ShellSignals>,
+    /// Feeds `parser` output, leaving out flood lines that scroll away unseen.
+    feed: crate::screen_feed::ScreenFeed,
     /// The server sent the screen (attach reply): output may be applied.
     pub attached: bool,
     pub alive: bool,
@@ -71,6 +73,7 @@ impl ShellTab {
         ShellTab {
             shell,
             parser: new_parser(rows, cols),
+            feed: crate::screen_feed::ScreenFeed::default(),
             attached: false,
             alive: true,
             gone: None,
@@ -84,11 +87,14 @@ impl ShellTab {
     /// server's size), then fits it to the pane.
     pub fn load_screen(&mut self, rows: u16, cols: u16, screen: &[u8]) {
         self.parser = new_parser(rows.max(1), cols.max(1));
-        self.parser.process(screen);
+        self.feed.reset();
+        self.feed
+            .process(&mut self.parser, SCROLLBACK_LINES, screen);
         // The server pushes output only after taking the screen, so whatever
         // arrived before the reply comes after it.
         let early = std::mem::take(&mut self.early);
-        self.parser.process(&early);
+        self.feed
+            .process(&mut self.parser, SCROLLBACK_LINES, &early);
         self.parser.callbacks_mut().bells = 0;
         self.attached = true;
         self.gone = None;
@@ -97,7 +103,7 @@ impl ShellTab {
     /// Shell output: applied now, or kept until the attach reply.
     pub fn feed(&mut self, bytes: &[u8]) {
         if self.attached {
-            self.parser.process(bytes);
+            self.feed.process(&mut self.parser, SCROLLBACK_LINES, bytes);
         } else if self.early.len() + bytes.len() <= EARLY_OUTPUT_MAX {
             self.early.extend_from_slice(bytes);
         }

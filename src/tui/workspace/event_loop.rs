@@ -103,6 +103,22 @@ impl ClientApp for App {
         Action::Resync
     }
 
+    fn merge(last: &mut Action, next: Action) -> Option<Action> {
+        match (last, next) {
+            (
+                Action::ShellOutput { shell, data },
+                Action::ShellOutput {
+                    shell: next_shell,
+                    data: more,
+                },
+            ) if *shell == next_shell => {
+                data.extend_from_slice(&more);
+                None
+            }
+            (_, next) => Some(next),
+        }
+    }
+
     fn is_input(action: &Action) -> bool {
         matches!(
             action,
