@@ -57,12 +57,6 @@ impl PtyIo {
         }
     }
 
-    /// More output without waiting: what the terminal holds now (0 when
-    /// nothing, or on an error, which the next `read` reports).
-    pub fn read_now(&self, buf: &mut [u8]) -> usize {
-        read_fd(self.fd.get_ref(), buf).unwrap_or(0)
-    }
-
     /// Types `bytes`: written now as far as the terminal takes them, the
     /// rest after whatever already waits. An error only when too much
     /// waits already (nothing of `bytes` is then taken) or the terminal
