@@ -66,11 +66,8 @@ pub struct Subscriber {
 }
 
 struct Screen {
-    parser: vt100::Parser,
-    /// Feeds `parser`, leaving out flood lines that would scroll away unseen.
-    feed: crate::screen_feed::ScreenFeed,
-    /// The lines of history `parser` keeps.
-    scrollback: usize,
+    /// The shell's screen, parsed when looked at (`screen_feed`).
+    screen: crate::screen_feed::LazyScreen,
     cols: u16,
     rows: u16,
     exit: Option<ShellExit>,
@@ -165,9 +162,7 @@ impl ShellHost {
             commands: cmd_tx,
             terminal,
             screen: Mutex::new(Screen {
-                parser: vt100::Parser::new(spec.rows, spec.cols, scrollback),
-                feed: crate::screen_feed::ScreenFeed::default(),
-                scrollback,
+                screen: crate::screen_feed::LazyScreen::new(spec.rows, spec.cols, scrollback),
                 cols: spec.cols,
                 rows: spec.rows,
                 exit: None,
@@ -271,9 +266,10 @@ impl ShellHost {
             rows: screen.rows,
             screen: b64_encode(&{
                 // History first, so the client's own scrollback has it.
-                let lines = screen.scrollback;
-                let mut bytes = history_formatted(&mut screen.parser, lines);
-                bytes.extend(screen.parser.screen().state_formatted());
+                let lines = screen.screen.scrollback_lines();
+                let parser = screen.screen.parser();
+                let mut bytes = history_formatted(parser, lines);
+                bytes.extend(parser.screen().state_formatted());
                 bytes
             }),
             alive: screen.exit.is_none(),
@@ -317,7 +313,7 @@ impl ShellHost {
         self.terminal
             .resize(cols, rows)
             .map_err(|e| format!("resizing the terminal to {cols}x{rows}: {e}"))?;
-        screen.parser.screen_mut().set_size(rows, cols);
+        screen.screen.parser().screen_mut().set_size(rows, cols);
         screen.cols = cols;
         screen.rows = rows;
         let data = Chunk::resize(Utc::now(), 0, cols, rows).data;
@@ -331,20 +327,14 @@ impl ShellHost {
 
     /// The screen's text (tests and status lines).
     pub fn contents(&self) -> String {
-        self.lock().parser.screen().contents()
+        self.lock().screen.parser().screen().contents()
     }
 
     fn on_output(&self, bytes: &[u8]) {
         let mut screen = self.lock();
-        let Screen {
-            parser,
-            feed,
-            scrollback,
-            ..
-        } = &mut *screen;
-        feed.process(parser, *scrollback, bytes);
+        screen.screen.push(bytes);
         if bytes.windows(CURSOR_QUERY.len()).any(|w| w == CURSOR_QUERY) {
-            let (row, col) = screen.parser.screen().cursor_position();
+            let (row, col) = screen.screen.parser().screen().cursor_position();
             let reply = format!("\x1b[{};{}R", row + 1, col + 1);
             if let Err(e) = self.terminal.write(reply.as_bytes()) {
                 tracing::debug!("cursor position reply not written: {e}");
