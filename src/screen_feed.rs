@@ -141,6 +141,12 @@ impl ScreenFeed {
         self.mid_char = ends_mid_char(rest).unwrap_or(self.mid_char);
     }
 
+    /// Whether the parser surely waits for a new character or sequence
+    /// (no escape sequence or character left open).
+    pub fn at_rest(&self) -> bool {
+        self.escape == Escape::Ground && !self.mid_char
+    }
+
     /// For a new parser.
     pub fn reset(&mut self) {
         *self = ScreenFeed::default();

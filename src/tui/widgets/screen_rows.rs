@@ -12,7 +12,18 @@ use ratatui::style::{Color, Modifier, Style};
 pub struct ScreenRows {
     rows: Vec<Row>,
     cols: u16,
+    /// The only rows that can have changed since the last update, where
+    /// that is known (a typed key's echo: one row); None: look at all.
+    /// Used only once the owner reports every change (`changed_row`,
+    /// `changed_all`).
+    only: Option<Vec<u16>>,
+    reported: bool,
+    /// The view (scrollback offset, rows, cols) of the last update.
+    view: Option<(usize, u16, u16)>,
 }
+
+/// A key vt100 never writes (0xff is in no UTF-8 text).
+const STALE_KEY: &[u8] = &[0xff];
 
 struct Row {
     /// vt100's own rendering of the row (text and attributes): equal bytes,
@@ -26,6 +37,18 @@ impl ScreenRows {
     /// offset included); returns the indices of the rows that changed.
     pub fn update(&mut self, screen: &vt100::Screen) -> Vec<u16> {
         let (rows, cols) = screen.size();
+        let view = Some((screen.scrollback(), rows, cols));
+        let only = if self.reported {
+            self.only.replace(Vec::new())
+        } else {
+            None
+        };
+        if let Some(only) = only
+            && view == self.view
+        {
+            return self.update_rows(screen, only);
+        }
+        self.view = view;
         if cols != self.cols {
             self.rows.clear();
             self.cols = cols;
@@ -51,6 +74,46 @@ impl ScreenRows {
             }
         }
         changed
+    }
+
+    /// Row `row` of the live screen changed, and nothing else did (as far
+    /// as the caller knows for sure; else `changed_all`).
+    pub fn changed_row(&mut self, row: u16) {
+        match &mut self.only {
+            Some(only) if self.reported => only.push(row),
+            // Changes before the first report were not told.
+            _ => self.changed_all(),
+        }
+    }
+
+    /// Anything may have changed: the next update looks at every row.
+    pub fn changed_all(&mut self) {
+        self.reported = true;
+        self.only = None;
+    }
+
+    /// Brings just `only` up to date (their cells compared, not vt100's
+    /// rendering: the key is marked stale, so a full update converts them
+    /// again).
+    fn update_rows(&mut self, screen: &vt100::Screen, mut only: Vec<u16>) -> Vec<u16> {
+        only.sort_unstable();
+        only.dedup();
+        let cols = self.cols;
+        only.retain(|&index| match self.rows.get_mut(usize::from(index)) {
+            Some(row) => {
+                let cells = convert_row(screen, index, cols);
+                let changed = cells != row.cells;
+                if changed {
+                    row.cells = cells;
+                    // No rendering of vt100's is this (not even a blank
+                    // row's, which is empty).
+                    row.key = STALE_KEY.to_vec();
+                }
+                changed
+            }
+            None => false,
+        });
+        only
     }
 
     /// Copies the rows into `area` of `buf`, row 0 at its top (clipped to it).
@@ -191,6 +254,34 @@ mod tests {
         // A new width starts over.
         parser.screen_mut().set_size(5, 30);
         assert_eq!(rows.update(parser.screen()), vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn reported_rows_are_the_only_ones_looked_at() {
+        let mut parser = vt100::Parser::new(6, 50, 10);
+        parser.process(STYLED);
+        let area = Rect::new(0, 0, 50, 6);
+        let mut rows = ScreenRows::default();
+        rows.changed_all();
+        assert_eq!(rows.update(parser.screen()).len(), 6);
+        // A key's echo, reported: only its row is converted, and it draws right.
+        parser.process(b"\x1b[3;1Hx");
+        rows.changed_row(2);
+        assert_eq!(rows.update(parser.screen()), vec![2]);
+        assert_eq!(ours(&mut rows, &parser, area), reference(&parser, area));
+        // A change reported for one row is all that is looked at (which is
+        // why every change must be reported)...
+        parser.process(b"\x1b[1;1Hzz\x1b[4;1Hq");
+        rows.changed_row(3);
+        assert_eq!(rows.update(parser.screen()), vec![3]);
+        // ...and a change of the view looks at every row whatever was said.
+        parser.screen_mut().set_size(6, 40);
+        rows.changed_row(3);
+        assert_eq!(rows.update(parser.screen()).len(), 6);
+        rows.changed_all();
+        parser.process(b"\x1b[1;1Hyy");
+        rows.changed_all();
+        assert_eq!(rows.update(parser.screen()), vec![0]);
     }
 
     #[test]

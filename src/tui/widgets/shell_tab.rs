@@ -88,6 +88,7 @@ impl ShellTab {
     pub fn load_screen(&mut self, rows: u16, cols: u16, screen: &[u8]) {
         self.parser = new_parser(rows.max(1), cols.max(1));
         self.feed.reset();
+        self.rows.get_mut().changed_all();
         self.feed
             .process(&mut self.parser, SCROLLBACK_LINES, screen);
         // The server pushes output only after taking the screen, so whatever
@@ -103,7 +104,25 @@ impl ShellTab {
     /// Shell output: applied now, or kept until the attach reply.
     pub fn feed(&mut self, bytes: &[u8]) {
         if self.attached {
+            let before = self.parser.screen().cursor_position();
+            let at_rest = self.feed.at_rest();
             self.feed.process(&mut self.parser, SCROLLBACK_LINES, bytes);
+            let screen = self.parser.screen();
+            let after = screen.cursor_position();
+            // Printable ASCII that moved the cursor along its row by as many
+            // cells as it has characters wrote that row and nothing else
+            // (a wrap, a scroll or an escape would move it otherwise).
+            let one_row = at_rest
+                && screen.scrollback() == 0
+                && after.0 == before.0
+                && usize::from(after.1) == usize::from(before.1) + bytes.len()
+                && bytes.iter().all(|b| (0x20..0x7f).contains(b));
+            let rows = self.rows.get_mut();
+            if one_row {
+                rows.changed_row(after.0);
+            } else {
+                rows.changed_all();
+            }
         } else if self.early.len() + bytes.len() <= EARLY_OUTPUT_MAX {
             self.early.extend_from_slice(bytes);
         }
@@ -278,6 +297,44 @@ mod tests {
         assert!(tab.resize(10, 30));
         assert!(!tab.resize(10, 30));
         assert_eq!(tab.size(), (10, 30));
+    }
+
+    #[test]
+    fn an_echo_names_its_row_and_anything_else_every_row() {
+        let mut tab = ShellTab::new(1, 5, 20);
+        tab.load_screen(5, 20, b"$ ");
+        let full = |tab: &ShellTab| {
+            let mut fresh = ScreenRows::default();
+            fresh.update(tab.parser.screen());
+            let area = ratatui::layout::Rect::new(0, 0, 20, 5);
+            let mut a = ratatui::buffer::Buffer::empty(area);
+            let mut b = ratatui::buffer::Buffer::empty(area);
+            fresh.render(area, &mut a);
+            tab.rows.borrow().render(area, &mut b);
+            assert_eq!(a, b, "the rows kept differ from the screen");
+        };
+        tab.rows.borrow_mut().update(tab.parser.screen());
+        tab.feed(b"l");
+        tab.feed(b"s");
+        assert_eq!(tab.rows.borrow_mut().update(tab.parser.screen()), vec![0]);
+        full(&tab);
+        // A line feed, an escape, a key cut in two, a wrap: every row looked at.
+        for bytes in [
+            &b"\r\nout\r\n$ "[..],
+            b"\x1b[2;1H",
+            b"\x1b",
+            b"[31mx",
+            b"\x1b[2J",
+            &[b'w'; 40],
+        ] {
+            tab.feed(bytes);
+            let changed = tab.rows.borrow_mut().update(tab.parser.screen());
+            full(&tab);
+            tab.feed(b"k");
+            assert!(tab.rows.borrow_mut().update(tab.parser.screen()).len() <= 1);
+            full(&tab);
+            assert!(!changed.is_empty() || bytes == b"\x1b");
+        }
     }
 
     #[test]
