@@ -10,59 +10,6 @@
 //! processed. The recording always keeps every byte; this is only the
 //! live screen.
 
-/// A screen whose output is parsed when someone looks (an attach, a
-/// resize, a cursor query) or once enough has piled up: a flood is then
-/// parsed in large pieces, in which `ScreenFeed` can leave out most lines.
-/// The server keeps one per shell.
-pub struct LazyScreen {
-    parser: vt100::Parser,
-    feed: ScreenFeed,
-    scrollback: usize,
-    /// Output not yet parsed, in order.
-    pending: Vec<u8>,
-}
-
-/// Output parsed at the latest when this much waits (the memory it may take).
-pub const LAZY_PARSE_BYTES: usize = 64 * 1024;
-
-impl LazyScreen {
-    pub fn new(rows: u16, cols: u16, scrollback: usize) -> LazyScreen {
-        LazyScreen {
-            parser: vt100::Parser::new(rows, cols, scrollback),
-            feed: ScreenFeed::default(),
-            scrollback,
-            pending: Vec::new(),
-        }
-    }
-
-    /// Output, parsed later.
-    pub fn push(&mut self, bytes: &[u8]) {
-        self.pending.extend_from_slice(bytes);
-        if self.pending.len() >= LAZY_PARSE_BYTES {
-            self.parse_pending();
-        }
-    }
-
-    /// The screen with every byte pushed so far applied.
-    pub fn parser(&mut self) -> &mut vt100::Parser {
-        self.parse_pending();
-        &mut self.parser
-    }
-
-    /// The lines of history it keeps.
-    pub fn scrollback_lines(&self) -> usize {
-        self.scrollback
-    }
-
-    fn parse_pending(&mut self) {
-        if !self.pending.is_empty() {
-            self.feed
-                .process(&mut self.parser, self.scrollback, &self.pending);
-            self.pending.clear();
-        }
-    }
-}
-
 /// Where vt100's escape parser stands, as far as it matters here: `Ground`
 /// only when the parser surely is in its ground state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -344,23 +291,6 @@ mod tests {
         plain.process(&flood);
         assert_eq!(parser.screen().scrollback(), plain.screen().scrollback());
         assert_eq!(parser.screen().contents(), plain.screen().contents());
-    }
-
-    #[test]
-    fn a_lazy_screen_shows_everything_pushed_when_looked_at() {
-        let mut lazy = LazyScreen::new(5, 20, 100);
-        let mut plain = vt100::Parser::new(5, 20, 100);
-        let mut flood = b"\x1b[1mbold\x1b[m\r\n".to_vec();
-        flood.extend(seq(0, 30_000, "\r\n"));
-        flood.extend(b"end");
-        for piece in flood.chunks(4095) {
-            lazy.push(piece);
-            plain.process(piece);
-        }
-        assert!(!lazy.pending.is_empty(), "all of it parsed at once");
-        assert_eq!(everything(lazy.parser()), everything(&mut plain));
-        assert!(lazy.pending.is_empty());
-        assert_eq!(lazy.parser().screen().cursor_position(), (4, 3));
     }
 
     #[test]

@@ -66,8 +66,11 @@ pub struct Subscriber {
 }
 
 struct Screen {
-    /// The shell's screen, parsed when looked at (`screen_feed`).
-    screen: crate::screen_feed::LazyScreen,
+    parser: vt100::Parser,
+    /// Feeds `parser`, leaving out flood lines that would scroll away unseen.
+    feed: crate::screen_feed::ScreenFeed,
+    /// The lines of history `parser` keeps.
+    scrollback: usize,
     cols: u16,
     rows: u16,
     exit: Option<ShellExit>,
@@ -162,7 +165,9 @@ impl ShellHost {
             commands: cmd_tx,
             terminal,
             screen: Mutex::new(Screen {
-                screen: crate::screen_feed::LazyScreen::new(spec.rows, spec.cols, scrollback),
+                parser: vt100::Parser::new(spec.rows, spec.cols, scrollback),
+                feed: crate::screen_feed::ScreenFeed::default(),
+                scrollback,
                 cols: spec.cols,
                 rows: spec.rows,
                 exit: None,
@@ -266,10 +271,9 @@ impl ShellHost {
             rows: screen.rows,
             screen: b64_encode(&{
                 // History first, so the client's own scrollback has it.
-                let lines = screen.screen.scrollback_lines();
-                let parser = screen.screen.parser();
-                let mut bytes = history_formatted(parser, lines);
-                bytes.extend(parser.screen().state_formatted());
+                let lines = screen.scrollback;
+                let mut bytes = history_formatted(&mut screen.parser, lines);
+                bytes.extend(screen.parser.screen().state_formatted());
                 bytes
             }),
             alive: screen.exit.is_none(),
@@ -313,7 +317,7 @@ impl ShellHost {
         self.terminal
             .resize(cols, rows)
             .map_err(|e| format!("resizing the terminal to {cols}x{rows}: {e}"))?;
-        screen.screen.parser().screen_mut().set_size(rows, cols);
+        screen.parser.screen_mut().set_size(rows, cols);
         screen.cols = cols;
         screen.rows = rows;
         let data = Chunk::resize(Utc::now(), 0, cols, rows).data;
@@ -327,14 +331,20 @@ impl ShellHost {
 
     /// The screen's text (tests and status lines).
     pub fn contents(&self) -> String {
-        self.lock().screen.parser().screen().contents()
+        self.lock().parser.screen().contents()
     }
 
     fn on_output(&self, bytes: &[u8]) {
         let mut screen = self.lock();
-        screen.screen.push(bytes);
+        let Screen {
+            parser,
+            feed,
+            scrollback,
+            ..
+        } = &mut *screen;
+        feed.process(parser, *scrollback, bytes);
         if bytes.windows(CURSOR_QUERY.len()).any(|w| w == CURSOR_QUERY) {
-            let (row, col) = screen.screen.parser().screen().cursor_position();
+            let (row, col) = screen.parser.screen().cursor_position();
             let reply = format!("\x1b[{};{}R", row + 1, col + 1);
             if let Err(e) = self.terminal.write(reply.as_bytes()) {
                 tracing::debug!("cursor position reply not written: {e}");
