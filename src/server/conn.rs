@@ -20,7 +20,7 @@ use crate::session::{Event, EventKind};
 
 use super::host::{OpError, OpResult};
 use super::hub::{Actor, Hub};
-use super::shells::{ShellHost, Subscriber};
+use super::shells::{ShellHost, Subscriber, output_len};
 
 /// Which socket a connection came in on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +51,8 @@ struct Conn {
     id: u64,
     hub: Arc<Hub>,
     tx: mpsc::Sender<ServerLine>,
+    /// Shell output queued on `tx` (see `Subscriber`).
+    queued_output: Arc<std::sync::atomic::AtomicUsize>,
     role: Option<Role>,
     actor: Actor,
     /// Who is on the other end, from the kernel (recorded for admins).
@@ -71,16 +73,22 @@ pub async fn serve_connection(hub: Arc<Hub>, stream: UnixStream, door: Door) {
         }
     };
     let (tx, mut rx) = mpsc::channel::<ServerLine>(1024);
+    let queued_output = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let taken = queued_output.clone();
     let writer = tokio::spawn(async move {
         let mut bytes = Vec::new();
+        let take = |bytes: &mut Vec<u8>, line: &ServerLine| {
+            taken.fetch_sub(output_len(line), Ordering::AcqRel);
+            append_line(bytes, line);
+        };
         while let Some(line) = rx.recv().await {
             bytes.clear();
-            append_line(&mut bytes, &line);
+            take(&mut bytes, &line);
             // Lines already queued (a flood's output) go out in the same write.
             while bytes.len() < WRITE_BATCH_BYTES
                 && let Ok(line) = rx.try_recv()
             {
-                append_line(&mut bytes, &line);
+                take(&mut bytes, &line);
             }
             if write_half.write_all(&bytes).await.is_err() {
                 break;
@@ -91,6 +99,7 @@ pub async fn serve_connection(hub: Arc<Hub>, stream: UnixStream, door: Door) {
         id: NEXT_CONN.fetch_add(1, Ordering::Relaxed),
         hub: hub.clone(),
         tx: tx.clone(),
+        queued_output,
         role: None,
         actor: Actor {
             name: "unknown".into(),
@@ -525,6 +534,7 @@ impl Conn {
                 let sub = Subscriber {
                     conn: self.id,
                     tx: tx.clone(),
+                    queued_output: self.queued_output.clone(),
                 };
                 let result = self.shell_for(&session, shell).map(|s| s.attach(sub, mode));
                 Self::reply(&tx, id, result);

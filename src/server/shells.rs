@@ -63,6 +63,40 @@ enum PtyCommand {
 pub struct Subscriber {
     pub conn: u64,
     pub tx: mpsc::Sender<ServerLine>,
+    /// Shell output queued for the connection and not yet taken by its
+    /// writer (shared by all its shells), in bytes of the encoded data.
+    pub queued_output: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// The most shell output a connection may have queued: a client further
+/// behind is detached (and may attach again). Bounded in bytes, not in
+/// messages, so the server's memory does not depend on read sizes.
+pub const QUEUED_OUTPUT_MAX: usize = 2 * 1024 * 1024;
+
+/// The bytes of shell output `line` carries (0 for anything else).
+pub fn output_len(line: &ServerLine) -> usize {
+    match line {
+        ServerLine::Event {
+            event: Push::ShellOutput { data, .. },
+        } => data.len(),
+        _ => 0,
+    }
+}
+
+impl Subscriber {
+    /// Queues `line` unless the queue is full (in lines or in output bytes).
+    fn offer(&self, line: &ServerLine) -> bool {
+        use std::sync::atomic::Ordering;
+        let size = output_len(line);
+        // Counted before it is queued: the writer may take it at once.
+        if self.queued_output.fetch_add(size, Ordering::AcqRel) + size > QUEUED_OUTPUT_MAX
+            || self.tx.try_send(line.clone()).is_err()
+        {
+            self.queued_output.fetch_sub(size, Ordering::AcqRel);
+            return false;
+        }
+        true
+    }
 }
 
 struct Screen {
@@ -391,13 +425,13 @@ impl Drop for ShellHost {
 fn broadcast(session: &str, shell: u32, screen: &mut Screen, line: &ServerLine) {
     let mut dropped = Vec::new();
     if let Some(d) = &screen.driver
-        && d.tx.try_send(line.clone()).is_err()
+        && !d.offer(line)
     {
         dropped.extend(screen.driver.take());
     }
     let (kept, slow): (Vec<_>, Vec<_>) = std::mem::take(&mut screen.watchers)
         .into_iter()
-        .partition(|w| w.tx.try_send(line.clone()).is_ok());
+        .partition(|w| w.offer(line));
     screen.watchers = kept;
     dropped.extend(slow);
     for sub in dropped {
