@@ -602,6 +602,43 @@ fn history_formatted(parser: &mut vt100::Parser, max: usize) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_connections_queued_output_is_bounded_in_bytes() {
+        let (tx, mut rx) = mpsc::channel(1024);
+        let sub = Subscriber {
+            conn: 1,
+            tx,
+            queued_output: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        };
+        let output = |n: usize| ServerLine::Event {
+            event: Push::ShellOutput {
+                session: "s".into(),
+                shell: 1,
+                data: "A".repeat(n),
+            },
+        };
+        let queued = || sub.queued_output.load(std::sync::atomic::Ordering::Acquire);
+        assert!(sub.offer(&output(QUEUED_OUTPUT_MAX - 10)));
+        assert_eq!(queued(), QUEUED_OUTPUT_MAX - 10);
+        // One more byte than fits: refused, and nothing counted.
+        assert!(!sub.offer(&output(11)));
+        assert_eq!(queued(), QUEUED_OUTPUT_MAX - 10);
+        assert!(sub.offer(&output(10)));
+        // Lines that carry no output still go.
+        assert!(sub.offer(&ServerLine::Event {
+            event: Push::ShellExited {
+                session: "s".into(),
+                shell: 1,
+                code: Some(0),
+                signal: None,
+            },
+        }));
+        assert_eq!(
+            rx.try_recv().map(|l| output_len(&l)).ok(),
+            Some(QUEUED_OUTPUT_MAX - 10)
+        );
+    }
     use super::*;
 
     #[test]
