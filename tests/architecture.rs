@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 /// Inner to outer; modules on one line are one layer.
 const LAYERS: &[&[&str]] = &[
-    &["paths", "settings", "command_line"],
+    &["paths", "settings", "command_line", "socket", "screen_feed"],
     &["environment"],
     &["session"],
     &["store"],
