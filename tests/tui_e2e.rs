@@ -26,6 +26,17 @@ fn harness(prefix: &str) -> (Tmux, PathBuf) {
     (t, config_home)
 }
 
+/// `rebench <args>` (a `start`) in tmux session `name`; Enter on the start
+/// screen, then waits for the running shell.
+fn start_running(t: &Tmux, name: &str, args: &str, config_home: &std::path::Path) {
+    t.open(name, args, config_home);
+    t.wait_text(name, "to start the clock");
+    t.keys(name, &["Enter"]);
+    t.wait_for(name, "the running shell", |s| {
+        s.contains("RUNNING") && s.contains("[rebench ")
+    });
+}
+
 #[test]
 fn start_type_score_tabs_detach_attach_submit() {
     if !tmux_or_skip("the workspace end-to-end test") {
@@ -35,7 +46,8 @@ fn start_type_score_tabs_detach_attach_submit() {
     let env = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("environments/prefix-sum");
 
     // The start screen, then Enter starts the clock.
-    t.open(
+    start_running(
+        &t,
         "w1",
         &format!(
             "start {} --participant tester --profile smoke",
@@ -43,11 +55,6 @@ fn start_type_score_tabs_detach_attach_submit() {
         ),
         &config_home,
     );
-    t.wait_text("w1", "to start the clock");
-    t.keys("w1", &["Enter"]);
-    t.wait_for("w1", "the running shell", |s| {
-        s.contains("RUNNING") && s.contains("[rebench ")
-    });
 
     // Typing reaches the shell and its output the pane.
     t.type_line("w1", "echo hello-tui");
@@ -129,16 +136,12 @@ fn a_workspace_whose_terminal_hangs_up_exits() {
     }
     let (t, config_home) = harness("rbhup");
     let env = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/envs/fixed");
-    t.open(
+    start_running(
+        &t,
         "w",
         &format!("start {} --participant tester", env.display()),
         &config_home,
     );
-    t.wait_text("w", "to start the clock");
-    t.keys("w", &["Enter"]);
-    t.wait_for("w", "the running shell", |s| {
-        s.contains("RUNNING") && s.contains("[rebench ")
-    });
     exits_on_hang_up(&t, "w", "start");
     let shutdown = std::process::Command::new(common::BIN)
         .arg("--data-dir")
@@ -204,16 +207,12 @@ fn the_workspace_waits_out_a_server_shutdown_and_comes_back_paused() {
             .output()
             .unwrap()
     };
-    t.open(
+    start_running(
+        &t,
         "w",
         &format!("start {} --participant tester", env.display()),
         &config_home,
     );
-    t.wait_text("w", "to start the clock");
-    t.keys("w", &["Enter"]);
-    t.wait_for("w", "the running shell", |s| {
-        s.contains("RUNNING") && s.contains("[rebench ")
-    });
 
     // An orderly stop: the workspace stays, says what it means, and waits.
     assert!(cli(&["shutdown"]).status.success());

@@ -394,7 +394,7 @@ fn serve(paths: DataPaths) -> i32 {
 /// Shell output is handled on whichever runtime thread is free, and glibc
 /// gives threads heaps of their own that keep what was freed: after 100 MB
 /// of output the server held 72-86 MB, growing with each flood (memory
-/// bench). One heap holds it at 36-43 MB, flat; a flood through the runner
+/// bench). One heap holds it at 44-53 MB, flat; a flood through the runner
 /// took a few percent longer in the same comparison.
 fn limit_malloc_arenas() {
     // SAFETY: mallopt only changes the allocator's settings; called before

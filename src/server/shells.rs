@@ -71,7 +71,7 @@ pub struct Subscriber {
 /// The most shell output a connection may have queued: a client further
 /// behind is detached (and may attach again). Bounded in bytes, not in
 /// messages, so the server's memory does not depend on read sizes.
-pub const QUEUED_OUTPUT_MAX: usize = 2 * 1024 * 1024;
+pub const QUEUED_OUTPUT_MAX: usize = 8 * 1024 * 1024;
 
 /// The bytes of shell output `line` carries (0 for anything else).
 pub fn output_len(line: &ServerLine) -> usize {
