@@ -339,6 +339,46 @@ async fn many_agents_running_exec_loops_at_once_all_finish() {
     }
 }
 
+#[tokio::test]
+async fn an_agents_commands_come_from_the_sessions_spawner_which_comes_back_if_killed() {
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = TestServer::start();
+    let session = server.create_running(&env, Some(3600)).await;
+    // Who started the command: its parent's pid and program.
+    let parent = "echo $PPID; tr '\\0' ' ' < /proc/$PPID/cmdline";
+    let spawned_by = |reply: &ExecReply| -> (String, String) {
+        let mut lines = reply.stdout.lines();
+        let pid = lines.next().unwrap_or_default().to_string();
+        (pid, lines.next().unwrap_or_default().to_string())
+    };
+    let (first, program) = spawned_by(&server.exec(&session.id, parent).await);
+    assert!(program.contains("rebench-enter --serve"), "{program:?}");
+    let again = spawned_by(&server.exec(&session.id, parent).await);
+    assert_eq!(again.0, first, "one spawner serves the session's commands");
+
+    // A participant may kill it (it runs as they do): the command that did
+    // still returns, and the next command gets a new spawner.
+    let killed = server.exec(&session.id, "kill -9 $PPID; echo after").await;
+    assert_eq!(killed.stdout, "after\n");
+    assert_eq!(killed.exit_code, None, "its exit is not known: {killed:?}");
+    let (second, program) = spawned_by(&server.exec(&session.id, parent).await);
+    assert!(program.contains("rebench-enter --serve"), "{program:?}");
+    assert_ne!(second, first);
+    let events: Vec<rebench::session::event::Event> = server
+        .admin()
+        .await
+        .call(Request::Events {
+            session: session.id.clone(),
+        })
+        .await
+        .unwrap();
+    let execs = events
+        .iter()
+        .filter(|e| matches!(e.kind, rebench::session::event::EventKind::Exec(_)))
+        .count();
+    assert_eq!(execs, 4, "every command is in the log");
+}
+
 async fn futures_join(handles: Vec<tokio::task::JoinHandle<()>>) {
     for h in handles {
         h.await.unwrap();

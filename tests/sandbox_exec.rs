@@ -1,12 +1,14 @@
-//! exec() against real processes.
+//! exec() against real processes, each case twice: spawned by the server
+//! (`exec`), and by a session's spawner (`exec_via`, `rebench-enter --serve`).
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rebench::sandbox::exec::{ExecSpec, exec};
+use rebench::sandbox::exec::{ExecResult, ExecSpec, exec, exec_via};
 use rebench::sandbox::procs::process_state;
+use rebench::sandbox::spawner::{SERVE_FLAG, Spawner};
 
 fn spec(command: &str, cwd: &Path) -> ExecSpec {
     ExecSpec {
@@ -20,6 +22,65 @@ fn spec(command: &str, cwd: &Path) -> ExecSpec {
         stdin: None,
     }
 }
+
+/// Which way a case runs its commands.
+#[derive(Clone, Copy)]
+enum How {
+    Direct,
+    ViaSpawner,
+}
+
+impl How {
+    async fn run(self, spec: &ExecSpec) -> anyhow::Result<ExecResult> {
+        match self {
+            How::Direct => exec(spec).await,
+            How::ViaSpawner => {
+                let argv = [
+                    env!("CARGO_BIN_EXE_rebench-enter").to_string(),
+                    SERVE_FLAG.to_string(),
+                ];
+                let path = std::env::var("PATH").unwrap();
+                let spawner =
+                    Spawner::start(&argv, &[("PATH".into(), path)], Path::new("/")).await?;
+                Ok(exec_via(spec, &spawner).await?)
+            }
+        }
+    }
+}
+
+/// Each case as a test of both ways.
+macro_rules! both_ways {
+    ($($case:ident),* $(,)?) => {
+        mod direct {
+            $(#[tokio::test]
+            async fn $case() {
+                super::$case(super::How::Direct).await
+            })*
+        }
+        mod via_spawner {
+            $(#[tokio::test]
+            async fn $case() {
+                super::$case(super::How::ViaSpawner).await
+            })*
+        }
+    };
+}
+
+both_ways!(
+    exit_code_and_both_streams_are_captured,
+    killed_by_signal_reports_the_signal,
+    megabyte_flood_is_bounded_and_marked_truncated,
+    timeout_kills_the_whole_process_group,
+    background_jobs_outlive_the_command_without_holding_it_open,
+    escaped_setsid_grandchild_does_not_hang_exec,
+    cwd_and_env_are_respected,
+    stdin_is_delivered_and_closed,
+    no_stdin_reads_as_empty,
+    missing_cwd_is_a_spawn_error,
+    invalid_utf8_is_replaced_not_rejected,
+    cancelled_exec_kills_its_process_group,
+    a_cleared_environment_holds_only_the_added_variables,
+);
 
 fn is_gone(pid: i32) -> bool {
     matches!(process_state(pid), None | Some('Z' | 'X'))
@@ -48,10 +109,10 @@ fn read_pid(path: &Path) -> i32 {
         .unwrap()
 }
 
-#[tokio::test]
-async fn exit_code_and_both_streams_are_captured() {
+async fn exit_code_and_both_streams_are_captured(how: How) {
     let dir = tempfile::tempdir().unwrap();
-    let result = exec(&spec("echo out; echo err >&2; exit 7", dir.path()))
+    let result = how
+        .run(&spec("echo out; echo err >&2; exit 7", dir.path()))
         .await
         .unwrap();
     assert_eq!(result.exit_code, Some(7));
@@ -62,37 +123,34 @@ async fn exit_code_and_both_streams_are_captured() {
     assert!(!result.timed_out);
 }
 
-#[tokio::test]
-async fn killed_by_signal_reports_the_signal() {
+async fn killed_by_signal_reports_the_signal(how: How) {
     let dir = tempfile::tempdir().unwrap();
-    let result = exec(&spec("kill -9 $$", dir.path())).await.unwrap();
+    let result = how.run(&spec("kill -9 $$", dir.path())).await.unwrap();
     assert_eq!(result.exit_code, None);
     assert_eq!(result.signal, Some(libc::SIGKILL));
 }
 
-#[tokio::test]
-async fn megabyte_flood_is_bounded_and_marked_truncated() {
+async fn megabyte_flood_is_bounded_and_marked_truncated(how: How) {
     let dir = tempfile::tempdir().unwrap();
     let mut flood = spec(
         "head -c 1000000 /dev/zero | tr '\\0' a; head -c 1000000 /dev/zero | tr '\\0' b >&2; echo done",
         dir.path(),
     );
     flood.output_limit = 1000;
-    let result = exec(&flood).await.unwrap();
+    let result = how.run(&flood).await.unwrap();
     assert_eq!(result.exit_code, Some(0));
     assert_eq!(result.stdout, "a".repeat(1000));
     assert_eq!(result.stderr, "b".repeat(1000));
     assert!(result.stdout_truncated && result.stderr_truncated);
 }
 
-#[tokio::test]
-async fn timeout_kills_the_whole_process_group() {
+async fn timeout_kills_the_whole_process_group(how: How) {
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("bg.pid");
     let mut slow = spec("sleep 100 & echo $! > bg.pid; sleep 100", dir.path());
     slow.timeout = Duration::from_millis(500);
     let started = Instant::now();
-    let result = exec(&slow).await.unwrap();
+    let result = how.run(&slow).await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(5));
     assert!(result.timed_out);
     assert_eq!(result.signal, Some(libc::SIGKILL));
@@ -100,17 +158,17 @@ async fn timeout_kills_the_whole_process_group() {
     assert!(wait_gone(background).await, "background sleep survived");
 }
 
-#[tokio::test]
-async fn background_jobs_outlive_the_command_without_holding_it_open() {
+async fn background_jobs_outlive_the_command_without_holding_it_open(how: How) {
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("bg.pid");
     let started = Instant::now();
-    let result = exec(&spec(
-        "sleep 100 & echo $! > bg.pid; echo quick",
-        dir.path(),
-    ))
-    .await
-    .unwrap();
+    let result = how
+        .run(&spec(
+            "sleep 100 & echo $! > bg.pid; echo quick",
+            dir.path(),
+        ))
+        .await
+        .unwrap();
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(result.stdout, "quick\n");
     assert!(!result.timed_out);
@@ -126,17 +184,17 @@ async fn background_jobs_outlive_the_command_without_holding_it_open() {
     assert!(wait_gone(background).await);
 }
 
-#[tokio::test]
-async fn escaped_setsid_grandchild_does_not_hang_exec() {
+async fn escaped_setsid_grandchild_does_not_hang_exec(how: How) {
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("escaped.pid");
     let started = Instant::now();
-    let result = exec(&spec(
-        "setsid sh -c 'echo $$ > escaped.pid; exec sleep 100' & sleep 0.2; echo main",
-        dir.path(),
-    ))
-    .await
-    .unwrap();
+    let result = how
+        .run(&spec(
+            "setsid sh -c 'echo $$ > escaped.pid; exec sleep 100' & sleep 0.2; echo main",
+            dir.path(),
+        ))
+        .await
+        .unwrap();
     let escaped = read_pid(&pid_file);
     // The escapee is procs::kill_all's job; clean it up here.
     kill_pid(escaped);
@@ -152,12 +210,11 @@ fn kill_pid(pid: i32) {
         .status();
 }
 
-#[tokio::test]
-async fn cwd_and_env_are_respected() {
+async fn cwd_and_env_are_respected(how: How) {
     let dir = tempfile::tempdir().unwrap();
-    let mut with_env = spec("pwd; echo \"$REBENCH_TEST_VAR\"", dir.path());
-    with_env.env = vec![("REBENCH_TEST_VAR".into(), "value with spaces".into())];
-    let result = exec(&with_env).await.unwrap();
+    let mut with_env = spec("pwd; echo \"$TZ\"", dir.path());
+    with_env.env = vec![("TZ".into(), "value with spaces".into())];
+    let result = how.run(&with_env).await.unwrap();
     let canonical = dir.path().canonicalize().unwrap();
     assert_eq!(
         result.stdout,
@@ -165,46 +222,46 @@ async fn cwd_and_env_are_respected() {
     );
 }
 
-#[tokio::test]
-async fn stdin_is_delivered_and_closed() {
+async fn stdin_is_delivered_and_closed(how: How) {
     let dir = tempfile::tempdir().unwrap();
     let mut with_input = spec("wc -c; cat", dir.path());
     with_input.stdin = Some(b"12345".to_vec());
-    let result = exec(&with_input).await.unwrap();
+    let result = how.run(&with_input).await.unwrap();
     assert_eq!(result.stdout.trim(), "5");
 
     let mut echo_back = spec("cat", dir.path());
     echo_back.stdin = Some(b"line one\nline two\n".to_vec());
-    let result = exec(&echo_back).await.unwrap();
+    let result = how.run(&echo_back).await.unwrap();
     assert_eq!(result.stdout, "line one\nline two\n");
 }
 
-#[tokio::test]
-async fn no_stdin_reads_as_empty() {
+async fn no_stdin_reads_as_empty(how: How) {
     let dir = tempfile::tempdir().unwrap();
-    let result = exec(&spec("cat; echo end", dir.path())).await.unwrap();
+    let result = how.run(&spec("cat; echo end", dir.path())).await.unwrap();
     assert_eq!(result.stdout, "end\n");
 }
 
-#[tokio::test]
-async fn missing_cwd_is_a_spawn_error() {
-    let result = exec(&spec("true", Path::new("/nonexistent/rebench/dir"))).await;
+async fn missing_cwd_is_a_spawn_error(how: How) {
+    let result = how
+        .run(&spec("true", Path::new("/nonexistent/rebench/dir")))
+        .await;
     assert!(result.is_err());
 }
 
-#[tokio::test]
-async fn invalid_utf8_is_replaced_not_rejected() {
+async fn invalid_utf8_is_replaced_not_rejected(how: How) {
     let dir = tempfile::tempdir().unwrap();
-    let result = exec(&spec("printf 'a\\377b'", dir.path())).await.unwrap();
+    let result = how
+        .run(&spec("printf 'a\\377b'", dir.path()))
+        .await
+        .unwrap();
     assert_eq!(result.stdout, "a\u{FFFD}b");
 }
 
-#[tokio::test]
-async fn cancelled_exec_kills_its_process_group() {
+async fn cancelled_exec_kills_its_process_group(how: How) {
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("bg.pid");
     let long = spec("sleep 100 & echo $! > bg.pid; sleep 100", dir.path());
-    let cancelled = tokio::time::timeout(Duration::from_millis(500), exec(&long)).await;
+    let cancelled = tokio::time::timeout(Duration::from_millis(500), how.run(&long)).await;
     assert!(cancelled.is_err(), "exec should still have been running");
     assert!(
         wait_gone(read_pid(&pid_file)).await,
@@ -212,12 +269,124 @@ async fn cancelled_exec_kills_its_process_group() {
     );
 }
 
-#[tokio::test]
-async fn a_cleared_environment_holds_only_the_added_variables() {
+async fn a_cleared_environment_holds_only_the_added_variables(how: How) {
     let dir = tempfile::tempdir().unwrap();
-    let mut s = spec("echo \"${HOME:-no-home} ${ADDED:-no-added}\"", dir.path());
+    let mut s = spec(
+        "echo \"${HOME:-no-home} ${LANGUAGE:-no-added}\"",
+        dir.path(),
+    );
     s.env_clear = true;
-    s.env = vec![("ADDED".into(), "yes".into())];
-    let result = exec(&s).await.unwrap();
+    s.env = vec![("LANGUAGE".into(), "yes".into())];
+    let result = how.run(&s).await.unwrap();
     assert_eq!(result.stdout.trim(), "no-home yes", "{result:?}");
+}
+
+async fn spawner() -> Spawner {
+    let argv = [
+        env!("CARGO_BIN_EXE_rebench-enter").to_string(),
+        SERVE_FLAG.to_string(),
+    ];
+    let path = std::env::var("PATH").unwrap();
+    Spawner::start(&argv, &[("PATH".into(), path)], Path::new("/"))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_spawner_gives_commands_the_launchers_environment_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = spec(
+        "echo \"$TZ ${OPENAI_API_KEY:-none} ${OPERATOR_SETTING:-none}\"",
+        dir.path(),
+    );
+    s.env_clear = true;
+    s.env = vec![
+        ("TZ".into(), "UTC".into()),
+        ("OPENAI_API_KEY".into(), "sk-operator".into()),
+        ("OPERATOR_SETTING".into(), "x".into()),
+    ];
+    let result = exec_via(&s, &spawner().await).await.unwrap();
+    assert_eq!(result.stdout, "UTC none none\n", "{result:?}");
+}
+
+#[tokio::test]
+async fn a_program_the_spawner_cannot_find_is_named() {
+    let spawner = spawner().await;
+    let stdio = || -> [std::os::fd::OwnedFd; 3] {
+        std::array::from_fn(|_| std::fs::File::open("/dev/null").unwrap().into())
+    };
+    let path = vec![("PATH".to_string(), "/nonexistent".to_string())];
+    let err = spawner
+        .spawn(vec!["bash".into()], path.clone(), "/".into(), stdio())
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&err, rebench::sandbox::spawner::SpawnError::NotFound(m) if m.contains("bash")),
+        "{err:?}"
+    );
+    // A path is taken as it is.
+    let started = spawner
+        .spawn(
+            vec!["/bin/sh".into(), "-c".into(), "exit 5".into()],
+            path,
+            "/".into(),
+            stdio(),
+        )
+        .await
+        .unwrap();
+    let exit = started.exited.await.unwrap();
+    assert_eq!((exit.code, exit.signal), (Some(5), None));
+}
+
+#[tokio::test]
+async fn the_spawner_ends_when_the_server_lets_go_and_its_commands_carry_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let spawner = spawner().await;
+    let pid = spawner.pid().unwrap() as i32;
+    let result = exec_via(
+        &spec("sleep 100 & echo $! > bg.pid; echo started", dir.path()),
+        &spawner,
+    )
+    .await
+    .unwrap();
+    assert_eq!(result.stdout, "started\n");
+    assert!(spawner.is_alive());
+    drop(spawner);
+    assert!(wait_gone(pid).await, "the spawner outlived its server end");
+    let background = read_pid(&dir.path().join("bg.pid"));
+    assert!(
+        !is_gone(background),
+        "a background job belongs to the session"
+    );
+    kill_pid(background);
+}
+
+#[tokio::test]
+async fn a_command_whose_spawner_dies_still_returns_and_the_next_one_is_refused_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    let spawner = spawner().await;
+    // The command kills the spawner (a participant may: same user).
+    let result = exec_via(&spec("kill -9 $PPID; echo after", dir.path()), &spawner)
+        .await
+        .unwrap();
+    assert_eq!(result.stdout, "after\n");
+    assert_eq!((result.exit_code, result.signal), (None, None), "not known");
+    assert!(wait_until_dead(&spawner).await);
+    let err = exec_via(&spec("true", dir.path()), &spawner)
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        matches!(err, rebench::sandbox::spawner::SpawnError::Unreachable(_)),
+        "{err:?}"
+    );
+}
+
+async fn wait_until_dead(spawner: &Spawner) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while spawner.is_alive() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    !spawner.is_alive()
 }

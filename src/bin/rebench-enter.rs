@@ -6,11 +6,17 @@
 //!
 //! Usage: rebench-enter [--target PID] [--cgroup DIR] --cwd DIR
 //!        [--env KEY=VALUE]... -- COMMAND [ARG]...
+//!        rebench-enter --serve   (a session's spawner, on its stdin socket;
+//!        started as a session process: see `rebench::sandbox::spawner`)
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use std::os::fd::{FromRawFd, OwnedFd};
+
 use rebench::sandbox::enter::{Launch, launch_here};
+use rebench::sandbox::spawner::SERVE_FLAG;
+use rebench::sandbox::spawner::serve::serve;
 
 fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Launch, String> {
     let mut launch = Launch {
@@ -49,6 +55,15 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Launch, String> {
 }
 
 fn main() {
+    if std::env::args_os().nth(1).is_some_and(|a| a == SERVE_FLAG) {
+        // SAFETY: fd 0 is the socket the server gave us as stdin; nothing else owns it.
+        let control = unsafe { OwnedFd::from_raw_fd(0) };
+        if let Err(e) = serve(control) {
+            eprintln!("rebench-enter --serve: {e:#}");
+            std::process::exit(1);
+        }
+        return;
+    }
     let code = match parse(std::env::args_os().skip(1)) {
         Ok(spec) => match launch_here(&spec) {
             Ok(code) => code,

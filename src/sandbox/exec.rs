@@ -1,6 +1,7 @@
 //! Running an agent's command: `bash -c`, bounded output, a timeout that
 //! kills the whole process group.
 
+use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
@@ -8,11 +9,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tokio::io::AsyncWriteExt;
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest};
+use tokio::net::unix::pipe::{Receiver, Sender};
 use tokio::process::{Child, Command};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use super::capture::{BoundedBuffer, capture};
+use super::spawner::{Exit, SpawnError, Spawner};
 use super::sys::signal_group;
 
 /// How long readers may keep draining after the main process exited. Only a
@@ -57,18 +61,168 @@ pub async fn exec(spec: &ExecSpec) -> anyhow::Result<ExecResult> {
     let started = Instant::now();
     let mut child = spawn_shell(spec)?;
     // process_group(0) made the child its own group leader: pgid == pid.
-    let group = GroupKiller::new(child.id());
+    let group = GroupKiller::new(child.id().and_then(|pid| i32::try_from(pid).ok()));
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let stdin = child.stdin.take();
+    Ok(finish(
+        spec,
+        started,
+        Leader::Direct(child),
+        group,
+        stdout,
+        stderr,
+        stdin,
+    )
+    .await)
+}
 
+/// Runs the command through the session's spawner (see `spawner`): the
+/// same command, environment, limits and result as [`exec`].
+pub async fn exec_via(spec: &ExecSpec, spawner: &Spawner) -> Result<ExecResult, SpawnError> {
+    let started = Instant::now();
+    let deadline = tokio::time::Instant::now() + spec.timeout;
+    let failed = |what: &str, e: std::io::Error| SpawnError::Failed(format!("{what}: {e}"));
+    let mut shell = "bash";
+    let (spawned, stdout, stderr, stdin) = loop {
+        let (out_read, out_write) = std::io::pipe().map_err(|e| failed("a pipe", e))?;
+        let (err_read, err_write) = std::io::pipe().map_err(|e| failed("a pipe", e))?;
+        let (input, input_write) = match spec.stdin {
+            Some(_) => {
+                let (read, write) = std::io::pipe().map_err(|e| failed("a pipe", e))?;
+                (OwnedFd::from(read), Some(write))
+            }
+            None => (
+                OwnedFd::from(
+                    std::fs::File::open("/dev/null").map_err(|e| failed("/dev/null", e))?,
+                ),
+                None,
+            ),
+        };
+        let argv = vec![shell.to_string(), "-c".to_string(), spec.command.clone()];
+        let stdio = [input, OwnedFd::from(out_write), OwnedFd::from(err_write)];
+        let spawn = spawner.spawn(argv, spawn_env(spec), spec.cwd.clone(), stdio);
+        match tokio::time::timeout_at(deadline, spawn).await {
+            Ok(Ok(spawned)) => break (spawned, out_read, err_read, input_write),
+            Ok(Err(SpawnError::NotFound(_))) if shell == "bash" && spec.cwd.is_dir() => {
+                shell = "sh"
+            }
+            Ok(Err(SpawnError::NotFound(e) | SpawnError::Failed(e))) => {
+                return Err(SpawnError::Failed(format!(
+                    "spawning `{shell} -c` in {}: {e}",
+                    spec.cwd.display()
+                )));
+            }
+            Ok(Err(e)) => return Err(e),
+            // Not started in time (a frozen session): it never runs.
+            Err(_elapsed) => return Ok(never_started(started)),
+        }
+    };
+    let group = GroupKiller::new(spawned.pid);
+    let pipe = |fd: std::io::PipeReader| Receiver::from_owned_fd(OwnedFd::from(fd));
+    let stdout = pipe(stdout).map_err(|e| failed("stdout", e))?;
+    let stderr = pipe(stderr).map_err(|e| failed("stderr", e))?;
+    let stdin = stdin
+        .map(|w| Sender::from_owned_fd(OwnedFd::from(w)))
+        .transpose()
+        .map_err(|e| failed("stdin", e))?;
+    let leader = Leader::Spawned {
+        exited: spawned.exited,
+        pidfd: spawned.pidfd,
+    };
+    Ok(finish(
+        spec,
+        started,
+        leader,
+        group,
+        Some(stdout),
+        Some(stderr),
+        stdin,
+    )
+    .await)
+}
+
+/// The environment a spawned command gets, as `build_command` gives it.
+fn spawn_env(spec: &ExecSpec) -> Vec<(String, String)> {
+    if spec.env_clear {
+        return spec.env.clone();
+    }
+    let mut env: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| !spec.env.iter().any(|(name, _)| name == k))
+        .collect();
+    env.extend(spec.env.iter().cloned());
+    env
+}
+
+fn never_started(started: Instant) -> ExecResult {
+    ExecResult {
+        exit_code: None,
+        signal: None,
+        stdout: String::new(),
+        stderr: String::new(),
+        stdout_truncated: false,
+        stderr_truncated: false,
+        timed_out: true,
+        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+    }
+}
+
+/// A command's main process, however it was started.
+enum Leader {
+    Direct(Child),
+    Spawned {
+        exited: oneshot::Receiver<Exit>,
+        pidfd: OwnedFd,
+    },
+}
+
+impl Leader {
+    /// Its exit code and signal once it ends; None if that cannot be known.
+    async fn wait(&mut self) -> Option<(Option<i32>, Option<i32>)> {
+        match self {
+            Leader::Direct(child) => {
+                let status: ExitStatus = child.wait().await.ok()?;
+                Some((status.code(), status.signal()))
+            }
+            Leader::Spawned { exited, pidfd } => match exited.await {
+                Ok(exit) => Some((exit.code, exit.signal)),
+                Err(_spawner_gone) => {
+                    // Its end is still waited for (a pidfd turns readable then),
+                    // but how it ended is not known.
+                    let fd = pidfd.try_clone().ok()?;
+                    // SAFETY: an OwnedFd stays open, and the same descriptor, until the AsyncFd drops it.
+                    let fd =
+                        unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.ok()?;
+                    let _ = fd.readable().await;
+                    None
+                }
+            },
+        }
+    }
+}
+
+/// Waits for the command, kills its group at the timeout, and collects
+/// its output.
+async fn finish<R, E, W>(
+    spec: &ExecSpec,
+    started: Instant,
+    mut leader: Leader,
+    group: GroupKiller,
+    stdout: Option<R>,
+    stderr: Option<E>,
+    stdin: Option<W>,
+) -> ExecResult
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    E: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let (stop_tx, stop_rx) = watch::channel(None);
-    let stdout_task = child
-        .stdout
-        .take()
-        .map(|pipe| tokio::spawn(capture(pipe, spec.output_limit, stop_rx.clone())));
-    let stderr_task = child
-        .stderr
-        .take()
-        .map(|pipe| tokio::spawn(capture(pipe, spec.output_limit, stop_rx.clone())));
-    let stdin_task = match (child.stdin.take(), spec.stdin.clone()) {
+    let stdout_task =
+        stdout.map(|pipe| tokio::spawn(capture(pipe, spec.output_limit, stop_rx.clone())));
+    let stderr_task =
+        stderr.map(|pipe| tokio::spawn(capture(pipe, spec.output_limit, stop_rx.clone())));
+    let stdin_task = match (stdin, spec.stdin.clone()) {
         (Some(mut pipe), Some(input)) => Some(tokio::spawn(async move {
             // A command that exits without reading its input is not an error.
             let _ = pipe.write_all(&input).await;
@@ -77,7 +231,7 @@ pub async fn exec(spec: &ExecSpec) -> anyhow::Result<ExecResult> {
         _ => None,
     };
 
-    let (status, timed_out) = wait_or_kill(&mut child, &group, spec.timeout).await;
+    let (status, timed_out) = wait_or_kill(&mut leader, &group, spec.timeout).await;
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
 
     // Background jobs (`nohup train.py &`) outlive the command, as they would in
@@ -98,11 +252,8 @@ pub async fn exec(spec: &ExecSpec) -> anyhow::Result<ExecResult> {
 
     let (stdout, stdout_truncated) = stdout.into_lossy_string();
     let (stderr, stderr_truncated) = stderr.into_lossy_string();
-    let (exit_code, signal) = match status {
-        Some(status) => (status.code(), status.signal()),
-        None => (None, None),
-    };
-    Ok(ExecResult {
+    let (exit_code, signal) = status.unwrap_or((None, None));
+    ExecResult {
         exit_code,
         signal,
         stdout,
@@ -111,7 +262,7 @@ pub async fn exec(spec: &ExecSpec) -> anyhow::Result<ExecResult> {
         stderr_truncated,
         timed_out,
         duration_ms,
-    })
+    }
 }
 
 fn spawn_shell(spec: &ExecSpec) -> anyhow::Result<Child> {
@@ -155,17 +306,17 @@ fn build_command(shell: &str, spec: &ExecSpec) -> Command {
 }
 
 /// Waits for the main process; on timeout kills its group and reaps it.
-/// Returns the exit status (None if waiting failed) and whether it timed out.
+/// Returns its exit (None if that is not known) and whether it timed out.
 async fn wait_or_kill(
-    child: &mut Child,
+    leader: &mut Leader,
     group: &GroupKiller,
     timeout: Duration,
-) -> (Option<ExitStatus>, bool) {
-    match tokio::time::timeout(timeout, child.wait()).await {
-        Ok(status) => (status.ok(), false),
+) -> (Option<(Option<i32>, Option<i32>)>, bool) {
+    match tokio::time::timeout(timeout, leader.wait()).await {
+        Ok(status) => (status, false),
         Err(_elapsed) => {
             group.kill();
-            (child.wait().await.ok(), true)
+            (leader.wait().await, true)
         }
     }
 }
@@ -190,9 +341,9 @@ struct GroupKiller {
 }
 
 impl GroupKiller {
-    fn new(pid: Option<u32>) -> Self {
+    fn new(pgid: Option<i32>) -> Self {
         GroupKiller {
-            pgid: pid.and_then(|pid| i32::try_from(pid).ok()),
+            pgid,
             armed: AtomicBool::new(true),
         }
     }

@@ -18,6 +18,7 @@ mod namespaces;
 pub mod procs;
 pub mod pty;
 pub mod pty_io;
+pub mod spawner;
 
 mod capture;
 mod procfs;

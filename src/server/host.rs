@@ -101,6 +101,9 @@ pub struct Host {
     /// The answer given at submit, for the final score (a family's
     /// `score(t, submission)`).
     pub submission: Mutex<Option<String>>,
+    /// Starts the session's commands (see `sandbox::spawner`); started on
+    /// the first exec, again if it ended.
+    pub spawner: AsyncMutex<Option<Arc<crate::sandbox::spawner::Spawner>>>,
 }
 
 impl Host {
@@ -142,6 +145,7 @@ impl Host {
             store_fault: Mutex::new(None),
             submission: Mutex::new(None),
             disk_paused: AtomicBool::new(false),
+            spawner: AsyncMutex::new(None),
         });
         (host, exit_rx)
     }

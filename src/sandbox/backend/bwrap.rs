@@ -97,6 +97,10 @@ impl Sandbox for Bwrap {
         self.groups.containment("pidns")
     }
 
+    fn runs_spawner(&self) -> bool {
+        true
+    }
+
     fn launcher(&self, cwd: &Path, own_group: bool) -> Result<Vec<String>, String> {
         let target = self.target()?;
         Ok(prefix(

@@ -31,6 +31,10 @@ impl Sandbox for Local {
         self.groups.containment("marker")
     }
 
+    fn runs_spawner(&self) -> bool {
+        true
+    }
+
     fn launcher(&self, cwd: &Path, own_group: bool) -> Result<Vec<String>, String> {
         Ok(prefix(
             &self.exe,

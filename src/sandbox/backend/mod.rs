@@ -45,6 +45,12 @@ pub trait Sandbox: Send + Sync {
     /// `own_group` false the process stays in its caller's group: the
     /// participant code a scoring run starts dies with that run.
     fn launcher(&self, cwd: &Path, own_group: bool) -> Result<Vec<String>, String>;
+    /// Whether the session's commands may be started by a spawner that
+    /// `launcher` started (`sandbox::spawner`): where a process started so
+    /// is contained like each command would be.
+    fn runs_spawner(&self) -> bool {
+        false
+    }
     /// The argv prefix that runs a command as root in the session's
     /// environment, in `cwd`: a Task Standard family's own code runs so
     /// (only containers have a root apart from the server's).

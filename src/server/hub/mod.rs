@@ -19,9 +19,11 @@ use crate::protocol::{Audience, CreateSession, ErrorCode, ExecReply, ScoreView, 
 use crate::sandbox::SessionMarker;
 use crate::sandbox::backend::{Backend, Factory, Groups, Sandbox, Spec, Unavailable};
 use crate::sandbox::cgroup::CgroupRoot;
-use crate::sandbox::exec::{ExecSpec, exec};
+use crate::sandbox::enter::ENTER_PROGRAM;
+use crate::sandbox::exec::{ExecResult, ExecSpec, exec, exec_via};
 use crate::sandbox::jail::{DefaultBackend, Isolation, Layout};
 use crate::sandbox::procs;
+use crate::sandbox::spawner::{SERVE_FLAG, SpawnError, Spawner};
 use crate::scoring::protected;
 use crate::session::event::ExecRecord;
 use crate::session::ids::{is_valid_session_id, new_secret, new_session_id};
@@ -1636,7 +1638,7 @@ impl Hub {
             output_limit: EXEC_OUTPUT_LIMIT,
             stdin: None,
         };
-        let result = exec(&spec).await.map_err(|e| {
+        let result = self.run_command(&host, &spec).await.map_err(|e| {
             // A vanished workspace pauses the session (see `budget`).
             host.wake.notify_one();
             OpError::new(
@@ -1680,6 +1682,57 @@ impl Hub {
             timed_out: result.timed_out,
             duration_ms: result.duration_ms,
         })
+    }
+}
+
+impl Hub {
+    /// Runs an agent's command through the session's spawner, else (a
+    /// backend without one, or one that cannot start or went away before
+    /// it had the command) through the launcher.
+    async fn run_command(&self, host: &Host, spec: &ExecSpec) -> anyhow::Result<ExecResult> {
+        let Some(spawner) = self.spawner(host).await else {
+            return exec(spec).await;
+        };
+        match exec_via(spec, &spawner).await {
+            Ok(result) => Ok(result),
+            // It never had the command: running it the other way runs it once.
+            Err(SpawnError::Unreachable(e)) => {
+                tracing::warn!(session = %host.meta.id, "{e}; the command goes through the launcher");
+                exec(spec).await
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The session's spawner, started on first use (and again if it
+    /// ended); None where the backend has none or it would not start.
+    async fn spawner(&self, host: &Host) -> Option<Arc<Spawner>> {
+        if !host.sandbox.runs_spawner() {
+            return None;
+        }
+        let program = self.exe.as_ref()?.with_file_name(ENTER_PROGRAM);
+        let mut slot = host.spawner.lock().await;
+        if let Some(spawner) = slot.as_ref().filter(|s| s.is_alive()) {
+            return Some(spawner.clone());
+        }
+        *slot = None;
+        if !program.is_file() {
+            return None;
+        }
+        let workspace = &host.meta.workspace;
+        let mut argv = self.launcher(host, workspace, true).ok()?;
+        argv.extend([program.display().to_string(), SERVE_FLAG.to_string()]);
+        match Spawner::start(&argv, &self.session_env(host), workspace).await {
+            Ok(spawner) => {
+                let spawner = Arc::new(spawner);
+                *slot = Some(spawner.clone());
+                Some(spawner)
+            }
+            Err(e) => {
+                tracing::warn!(session = %host.meta.id, "the session's spawner did not start ({e}); commands go through the launcher");
+                None
+            }
+        }
     }
 }
 
