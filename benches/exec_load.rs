@@ -1,7 +1,7 @@
 //! Agent throughput: N sessions, each with its own connection running
 //! `true` by exec in a loop, against N loops spawning `sh -c true`
-//! directly, phase after phase (direct, rebench, direct, rebench, …) so
-//! that drift hits both. Run with `cargo bench --bench exec_load`
+//! directly and N loops spawning `bash -c true` (what exec runs), phase
+//! after phase (sh, bash, rebench, sh, …) so that drift hits all. Run with `cargo bench --bench exec_load`
 //! (`EXEC_SESSIONS`, default 50; `EXEC_SECS` per phase, default 10;
 //! `ROUNDS`, default 2). Prints execs per second and p50/p99 latency, and
 //! the ratios; no assertions.
@@ -32,7 +32,7 @@ fn summarize(mut latencies: Vec<Duration>, secs: f64) -> Phase {
     }
 }
 
-async fn direct_phase(loops: usize, secs: u64) -> Phase {
+async fn direct_phase(shell: &'static str, loops: usize, secs: u64) -> Phase {
     let deadline = Instant::now() + Duration::from_secs(secs);
     let tasks: Vec<_> = (0..loops)
         .map(|_| {
@@ -40,7 +40,7 @@ async fn direct_phase(loops: usize, secs: u64) -> Phase {
                 let mut latencies = Vec::new();
                 while Instant::now() < deadline {
                     let started = Instant::now();
-                    let status = tokio::process::Command::new("sh")
+                    let status = tokio::process::Command::new(shell)
                         .args(["-c", "true"])
                         .status()
                         .await
@@ -107,12 +107,18 @@ async fn main() -> anyhow::Result<()> {
     }
     println!("{sessions} loops of `true`, {secs} s per phase:");
     let (mut throughput, mut tail) = (Vec::new(), Vec::new());
+    let (mut bash_throughput, mut bash_tail) = (Vec::new(), Vec::new());
     for round in 1..=rounds {
-        let direct = direct_phase(sessions, secs).await;
+        let direct = direct_phase("sh", sessions, secs).await;
+        let bash = direct_phase("bash", sessions, secs).await;
         let through = rebench_phase(&mut clients, secs).await;
-        for (name, phase) in [("spawned directly", &direct), ("rebench exec", &through)] {
+        for (name, phase) in [
+            ("sh -c, directly", &direct),
+            ("bash -c, directly", &bash),
+            ("rebench exec", &through),
+        ] {
             println!(
-                "  round {round} {name:<17} {:>7.0} execs/s  p50 {:>6.1} ms  p99 {:>6.1} ms",
+                "  round {round} {name:<18} {:>7.0} execs/s  p50 {:>6.1} ms  p99 {:>6.1} ms",
                 phase.per_second,
                 phase.p50.as_secs_f64() * 1e3,
                 phase.p99.as_secs_f64() * 1e3
@@ -120,12 +126,19 @@ async fn main() -> anyhow::Result<()> {
         }
         throughput.push(through.per_second / direct.per_second);
         tail.push(through.p99.as_secs_f64() / direct.p99.as_secs_f64());
+        bash_throughput.push(through.per_second / bash.per_second);
+        bash_tail.push(through.p99.as_secs_f64() / bash.p99.as_secs_f64());
     }
-    let (throughput_min, throughput_median) = common::min_median(throughput);
-    let (tail_min, tail_median) = common::min_median(tail);
-    println!(
-        "  rebench / direct: throughput min {throughput_min:.2}x median {throughput_median:.2}x;  p99 min {tail_min:.2}x median {tail_median:.2}x"
-    );
+    for (anchor, throughput, tail) in [
+        ("sh -c", throughput, tail),
+        ("bash -c", bash_throughput, bash_tail),
+    ] {
+        let (throughput_min, throughput_median) = common::min_median(throughput);
+        let (tail_min, tail_median) = common::min_median(tail);
+        println!(
+            "  rebench / {anchor:<7}: throughput min {throughput_min:.2}x median {throughput_median:.2}x;  p99 min {tail_min:.2}x median {tail_median:.2}x"
+        );
+    }
     bench.stop().await;
     Ok(())
 }
