@@ -1633,12 +1633,13 @@ impl Hub {
             cwd: workdir.clone(),
             env: self.session_env(&host),
             env_clear: true,
-            prefix: self.launcher(&host, &workdir, true)?,
+            // The launcher's, where the command goes through it (`run_command`).
+            prefix: Vec::new(),
             timeout,
             output_limit: EXEC_OUTPUT_LIMIT,
             stdin: None,
         };
-        let result = self.run_command(&host, &spec).await.map_err(|e| {
+        let result = self.run_command(&host, spec).await.map_err(|e| {
             // A vanished workspace pauses the session (see `budget`).
             host.wake.notify_one();
             OpError::new(
@@ -1689,19 +1690,20 @@ impl Hub {
     /// Runs an agent's command through the session's spawner, else (a
     /// backend without one, or one that cannot start or went away before
     /// it had the command) through the launcher.
-    async fn run_command(&self, host: &Host, spec: &ExecSpec) -> anyhow::Result<ExecResult> {
-        let Some(spawner) = self.spawner(host).await else {
-            return exec(spec).await;
-        };
-        match exec_via(spec, &spawner).await {
-            Ok(result) => Ok(result),
-            // It never had the command: running it the other way runs it once.
-            Err(SpawnError::Unreachable(e)) => {
-                tracing::warn!(session = %host.meta.id, "{e}; the command goes through the launcher");
-                exec(spec).await
+    async fn run_command(&self, host: &Host, mut spec: ExecSpec) -> anyhow::Result<ExecResult> {
+        if let Some(spawner) = self.spawner(host).await {
+            match exec_via(&spec, &spawner).await {
+                // It never had the command: running it the other way runs it once.
+                Err(SpawnError::Unreachable(e)) => {
+                    tracing::warn!(session = %host.meta.id, "{e}; the command goes through the launcher");
+                }
+                other => return Ok(other?),
             }
-            Err(e) => Err(e.into()),
         }
+        spec.prefix = self
+            .launcher(host, &spec.cwd, true)
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+        exec(&spec).await
     }
 
     /// The session's spawner, started on first use (and again if it
