@@ -53,7 +53,6 @@ impl BenchServer {
     }
 
     /// The server's data dir.
-    #[allow(dead_code)] // not every benchmark looks into it
     pub fn data_dir(&self) -> PathBuf {
         self.root.join("data")
     }
@@ -96,6 +95,11 @@ impl Drop for BenchServer {
     fn drop(&mut self) {
         let _ = self.server.kill();
         let _ = self.server.wait();
+        // Its paused sessions' processes stay frozen for a server that never comes back.
+        let namespace = rebench::sandbox::cgroup::namespace_for(&self.data_dir());
+        if let Some(root) = rebench::sandbox::cgroup::CgroupRoot::detect(&namespace) {
+            root.remove_all();
+        }
         let _ = std::fs::remove_dir_all(&self.root);
     }
 }

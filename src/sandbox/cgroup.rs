@@ -100,6 +100,13 @@ impl CgroupRoot {
         })
     }
 
+    /// Kills what every group under this root holds and removes them all:
+    /// a server that will not come back (a test's, a benchmark's) leaves
+    /// its paused sessions frozen, waiting for it.
+    pub fn remove_all(&self) {
+        remove_tree(self.version, &self.dir);
+    }
+
     /// The group `name` if it exists (left by an earlier run of the server).
     pub fn existing(&self, name: &str) -> Option<Cgroup> {
         let dir = self.dir.join(name);
@@ -232,6 +239,22 @@ impl Cgroup {
             tracing::warn!(cgroup = %self.dir.display(), "could not remove the cgroup: {e}");
         }
     }
+}
+
+/// `dir`'s groups, innermost first, then `dir` itself.
+fn remove_tree(version: Version, dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_tree(version, &entry.path());
+            }
+        }
+    }
+    Cgroup {
+        version,
+        dir: dir.to_path_buf(),
+    }
+    .remove();
 }
 
 fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {

@@ -301,6 +301,11 @@ impl Drop for TestServer {
             let _ = child.wait();
         }
         self.remove_containers();
+        // Its paused sessions' processes stay frozen for a server that never comes back.
+        let namespace = rebench::sandbox::cgroup::namespace_for(&self.paths.root);
+        if let Some(root) = rebench::sandbox::cgroup::CgroupRoot::detect(&namespace) {
+            root.remove_all();
+        }
     }
 }
 
