@@ -357,8 +357,11 @@ async fn an_agents_commands_come_from_the_sessions_spawner_which_comes_back_if_k
     assert_eq!(again.0, first, "one spawner serves the session's commands");
 
     // A participant may kill it (it runs as they do): the command that did
-    // still returns, and the next command gets a new spawner.
-    let killed = server.exec(&session.id, "kill -9 $PPID; echo after").await;
+    // (once the spawner had said it started) still returns, and the next
+    // command gets a new spawner.
+    let killed = server
+        .exec(&session.id, "sleep 0.5; kill -9 $PPID; echo after")
+        .await;
     assert_eq!(killed.stdout, "after\n");
     assert_eq!(killed.exit_code, None, "its exit is not known: {killed:?}");
     let (second, program) = spawned_by(&server.exec(&session.id, parent).await);

@@ -366,10 +366,14 @@ async fn the_spawner_ends_when_the_server_lets_go_and_its_commands_carry_on() {
 async fn a_command_whose_spawner_dies_still_returns_and_the_next_one_is_refused_plainly() {
     let dir = tempfile::tempdir().unwrap();
     let spawner = spawner().await;
-    // The command kills the spawner (a participant may: same user).
-    let result = exec_via(&spec("kill -9 $PPID; echo after", dir.path()), &spawner)
-        .await
-        .unwrap();
+    // The command kills the spawner (a participant may: same user), once
+    // the spawner has said it started (it does within microseconds).
+    let result = exec_via(
+        &spec("sleep 0.5; kill -9 $PPID; echo after", dir.path()),
+        &spawner,
+    )
+    .await
+    .unwrap();
     assert_eq!(result.stdout, "after\n");
     assert_eq!((result.exit_code, result.signal), (None, None), "not known");
     assert!(wait_until_dead(&spawner).await);
@@ -389,4 +393,28 @@ async fn wait_until_dead(spawner: &Spawner) -> bool {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     !spawner.is_alive()
+}
+
+#[tokio::test]
+async fn a_command_timed_out_while_its_spawner_is_stopped_returns_without_it() {
+    // As when the session is paused mid-command: the spawner, frozen with
+    // it, cannot say how the command ended.
+    let dir = tempfile::tempdir().unwrap();
+    let spawner = spawner().await;
+    let pid = spawner.pid().unwrap() as i32;
+    let mut stuck = spec("kill -STOP $PPID; sleep 100", dir.path());
+    stuck.timeout = Duration::from_millis(800);
+    let started = Instant::now();
+    let result = exec_via(&stuck, &spawner).await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(result.timed_out, "{result:?}");
+    assert_eq!((result.exit_code, result.signal), (None, None), "not known");
+    // SAFETY: signalling the spawner this test started.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    drop(spawner);
+    assert!(wait_gone(pid).await);
 }

@@ -22,6 +22,9 @@ use super::sys::signal_group;
 /// How long readers may keep draining after the main process exited. Only a
 /// background job still holding the pipes makes us wait this long.
 const DRAIN_GRACE: Duration = Duration::from_millis(200);
+/// How long a spawned command's end may go unreported by its spawner
+/// (frozen with a paused session) before its status counts as unknown.
+const EXIT_REPORT_GRACE: Duration = Duration::from_millis(500);
 
 /// An agent's command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,9 +129,12 @@ pub async fn exec_via(spec: &ExecSpec, spawner: &Spawner) -> Result<ExecResult, 
         .map(|w| Sender::from_owned_fd(OwnedFd::from(w)))
         .transpose()
         .map_err(|e| failed("stdin", e))?;
+    // SAFETY: an OwnedFd stays open, and the same descriptor, until the AsyncFd drops it.
+    let pidfd = unsafe { AsyncFd::register_with_interest(spawned.pidfd, Interest::READABLE) }
+        .map_err(|e| failed("the command's pidfd", e.into()))?;
     let leader = Leader::Spawned {
         exited: spawned.exited,
-        pidfd: spawned.pidfd,
+        pidfd,
     };
     Ok(finish(
         spec,
@@ -172,7 +178,9 @@ enum Leader {
     Direct(Child),
     Spawned {
         exited: oneshot::Receiver<Exit>,
-        pidfd: OwnedFd,
+        /// Readable once it has ended, whether or not its spawner (frozen
+        /// with a paused session, or gone) says so.
+        pidfd: AsyncFd<OwnedFd>,
     },
 }
 
@@ -184,19 +192,25 @@ impl Leader {
                 let status: ExitStatus = child.wait().await.ok()?;
                 Some((status.code(), status.signal()))
             }
-            Leader::Spawned { exited, pidfd } => match exited.await {
-                Ok(exit) => Some((exit.code, exit.signal)),
-                Err(_spawner_gone) => {
-                    // Its end is still waited for (a pidfd turns readable then),
-                    // but how it ended is not known.
-                    let fd = pidfd.try_clone().ok()?;
-                    // SAFETY: an OwnedFd stays open, and the same descriptor, until the AsyncFd drops it.
-                    let fd =
-                        unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.ok()?;
-                    let _ = fd.readable().await;
-                    None
+            Leader::Spawned { exited, pidfd } => {
+                tokio::select! {
+                    biased;
+                    exit = &mut *exited => {
+                        if let Ok(exit) = exit {
+                            return Some((exit.code, exit.signal));
+                        }
+                        // The spawner is gone: its end is still waited for.
+                        let _ = pidfd.readable().await;
+                        return None;
+                    }
+                    _ = pidfd.readable() => {}
                 }
-            },
+                // It ended: how, if its spawner says so soon.
+                match tokio::time::timeout(EXIT_REPORT_GRACE, exited).await {
+                    Ok(Ok(exit)) => Some((exit.code, exit.signal)),
+                    _ => None,
+                }
+            }
         }
     }
 }
