@@ -265,29 +265,31 @@ mod tests {
         assert_eq!(text, "hi");
     }
 
+    /// What the reader makes of `frame`, sent raw.
+    fn read_back(frame: Vec<u8>) -> io::Result<Option<(FromSpawner, Vec<OwnedFd>)>> {
+        let (a, b) = pair();
+        assert!(Outgoing::new(frame, vec![]).send(a.as_fd()).unwrap());
+        let mut incoming = Incoming::default();
+        incoming.fill(b.as_fd()).unwrap();
+        incoming.next::<FromSpawner>(FromSpawner::fds)
+    }
+
     #[test]
     fn a_message_without_its_descriptors_or_too_large_is_an_error() {
-        let (a, b) = pair();
-        let mut outgoing = Outgoing::new(encode(&FromSpawner::Started { id: 1 }).unwrap(), vec![]);
-        assert!(outgoing.send(a.as_fd()).unwrap());
-        let mut incoming = Incoming::default();
-        incoming.fill(b.as_fd()).unwrap();
-        let err = incoming
-            .next::<FromSpawner>(FromSpawner::fds)
-            .err()
-            .unwrap();
+        let started = encode(&FromSpawner::Started { id: 1 }).unwrap();
+        let err = read_back(started).err().unwrap();
         assert!(err.to_string().contains("carries 1 descriptors"), "{err}");
-
-        let mut huge = Outgoing::new(u32::MAX.to_le_bytes().to_vec(), vec![]);
-        assert!(huge.send(a.as_fd()).unwrap());
-        let mut incoming = Incoming::default();
-        incoming.fill(b.as_fd()).unwrap();
-        let err = incoming
-            .next::<FromSpawner>(FromSpawner::fds)
-            .err()
-            .unwrap();
+        let err = read_back(u32::MAX.to_le_bytes().to_vec()).err().unwrap();
         assert!(err.to_string().contains("too large"), "{err}");
+        let exited = FromSpawner::Exited {
+            id: 2,
+            code: Some(0),
+            signal: None,
+        };
+        let (got, fds) = read_back(encode(&exited).unwrap()).unwrap().unwrap();
+        assert_eq!((got, fds.len()), (exited, 0));
 
+        let (a, b) = pair();
         drop(a);
         assert!(
             !Incoming::default().fill(b.as_fd()).unwrap(),
