@@ -7,6 +7,7 @@ mod family;
 pub mod host;
 pub mod hub;
 mod lock;
+mod parsed_screen;
 pub mod quota;
 mod recovery;
 mod scoring;

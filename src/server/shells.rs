@@ -15,6 +15,8 @@ use crate::sandbox::pty::{PtyShell, ShellExit, ShellSpec};
 use crate::sandbox::pty_io::PtyIo;
 use crate::store::{Chunk, ChunkKind, ShellRecording, Store};
 
+use super::parsed_screen::{ScreenState, parse_job};
+
 /// Lines of scrollback kept on the server's screen of each shell, and sent
 /// with an attach (a workspace coming back, a proctor's mirror: both can
 /// scroll back through them). Every line costs a row of cells per shell;
@@ -100,11 +102,8 @@ impl Subscriber {
 }
 
 struct Screen {
-    parser: vt100::Parser,
-    /// Feeds `parser`, leaving out flood lines that would scroll away unseen.
-    feed: crate::screen_feed::ScreenFeed,
-    /// The lines of history `parser` keeps.
-    scrollback: usize,
+    /// The vt100 screen, and the output not yet parsed into it.
+    state: ScreenState,
     cols: u16,
     rows: u16,
     exit: Option<ShellExit>,
@@ -143,6 +142,22 @@ pub struct ShellHost {
     commands: std::sync::mpsc::Sender<PtyCommand>,
     terminal: Arc<PtyIo>,
     screen: Mutex<Screen>,
+}
+
+/// The shell's lock, as the parse job sees it: its screen state.
+struct ScreenStateGuard<'a>(std::sync::MutexGuard<'a, Screen>);
+
+impl std::ops::Deref for ScreenStateGuard<'_> {
+    type Target = ScreenState;
+    fn deref(&self) -> &ScreenState {
+        &self.0.state
+    }
+}
+
+impl std::ops::DerefMut for ScreenStateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut ScreenState {
+        &mut self.0.state
+    }
 }
 
 /// What the host is told when a shell exits.
@@ -199,9 +214,7 @@ impl ShellHost {
             commands: cmd_tx,
             terminal,
             screen: Mutex::new(Screen {
-                parser: vt100::Parser::new(spec.rows, spec.cols, scrollback),
-                feed: crate::screen_feed::ScreenFeed::default(),
-                scrollback,
+                state: ScreenState::new(spec.rows, spec.cols, scrollback),
                 cols: spec.cols,
                 rows: spec.rows,
                 exit: None,
@@ -305,9 +318,10 @@ impl ShellHost {
             rows: screen.rows,
             screen: b64_encode(&{
                 // History first, so the client's own scrollback has it.
-                let lines = screen.scrollback;
-                let mut bytes = history_formatted(&mut screen.parser, lines);
-                bytes.extend(screen.parser.screen().state_formatted());
+                let mut parsed = screen.state.caught_up();
+                let lines = parsed.scrollback;
+                let mut bytes = history_formatted(&mut parsed.parser, lines);
+                bytes.extend(parsed.parser.screen().state_formatted());
                 bytes
             }),
             alive: screen.exit.is_none(),
@@ -351,7 +365,13 @@ impl ShellHost {
         self.terminal
             .resize(cols, rows)
             .map_err(|e| format!("resizing the terminal to {cols}x{rows}: {e}"))?;
-        screen.parser.screen_mut().set_size(rows, cols);
+        // What came before the resize is drawn at the old size.
+        screen
+            .state
+            .caught_up()
+            .parser
+            .screen_mut()
+            .set_size(rows, cols);
         screen.cols = cols;
         screen.rows = rows;
         let data = Chunk::resize(Utc::now(), 0, cols, rows).data;
@@ -365,20 +385,17 @@ impl ShellHost {
 
     /// The screen's text (tests and status lines).
     pub fn contents(&self) -> String {
-        self.lock().parser.screen().contents()
+        self.lock().state.caught_up().parser.screen().contents()
     }
 
-    fn on_output(&self, bytes: &[u8]) {
+    fn on_output(self: &Arc<Self>, bytes: &[u8]) {
         let mut screen = self.lock();
-        let Screen {
-            parser,
-            feed,
-            scrollback,
-            ..
-        } = &mut *screen;
-        feed.process(parser, *scrollback, bytes);
+        if screen.state.take(bytes) {
+            let host = self.clone();
+            tokio::task::spawn_blocking(move || parse_job(|| ScreenStateGuard(host.lock())));
+        }
         if bytes.windows(CURSOR_QUERY.len()).any(|w| w == CURSOR_QUERY) {
-            let (row, col) = screen.parser.screen().cursor_position();
+            let (row, col) = screen.state.caught_up().parser.screen().cursor_position();
             let reply = format!("\x1b[{};{}R", row + 1, col + 1);
             if let Err(e) = self.terminal.write(reply.as_bytes()) {
                 tracing::debug!("cursor position reply not written: {e}");
