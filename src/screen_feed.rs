@@ -161,29 +161,31 @@ fn ends_mid_char(bytes: &[u8]) -> Option<bool> {
     if bytes.is_empty() { None } else { Some(false) }
 }
 
+/// Every row of the screen and its scrollback, with attributes (tests
+/// that compare screens use it).
+#[cfg(test)]
+pub(crate) fn everything(parser: &mut vt100::Parser) -> Vec<Vec<u8>> {
+    let (rows, cols) = parser.screen().size();
+    let mut out = vec![parser.screen().state_formatted()];
+    parser.screen_mut().set_scrollback(usize::MAX);
+    let depth = parser.screen().scrollback();
+    for offset in (0..=depth).rev() {
+        parser.screen_mut().set_scrollback(offset);
+        out.extend(
+            parser
+                .screen()
+                .rows_formatted(0, cols)
+                .take(usize::from(rows)),
+        );
+    }
+    parser.screen_mut().set_scrollback(0);
+    out.push(format!("{depth}").into_bytes());
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Every row of the screen and its scrollback, with attributes.
-    fn everything(parser: &mut vt100::Parser) -> Vec<Vec<u8>> {
-        let (rows, cols) = parser.screen().size();
-        let mut out = vec![parser.screen().state_formatted()];
-        parser.screen_mut().set_scrollback(usize::MAX);
-        let depth = parser.screen().scrollback();
-        for offset in (0..=depth).rev() {
-            parser.screen_mut().set_scrollback(offset);
-            out.extend(
-                parser
-                    .screen()
-                    .rows_formatted(0, cols)
-                    .take(usize::from(rows)),
-            );
-        }
-        parser.screen_mut().set_scrollback(0);
-        out.push(format!("{depth}").into_bytes());
-        out
-    }
 
     /// The same chunks through a feed and straight into vt100.
     fn compare(rows: u16, cols: u16, scrollback: usize, chunks: &[Vec<u8>]) -> usize {
