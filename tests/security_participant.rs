@@ -724,3 +724,27 @@ async fn by_default_a_participant_cannot_reach_the_admin_socket_or_extend_itself
     assert!(view.extensions.is_empty(), "{seen:?}");
     assert_eq!(view.budget_s, 3600.0);
 }
+
+/// An agent's commands are started by the session's spawner, which runs as
+/// the participant: its control socket would let them forge what their
+/// commands returned or start commands the log never saw. It marks itself
+/// non-dumpable, so its descriptors and memory stay out of reach.
+#[tokio::test]
+async fn a_jailed_participant_cannot_reach_the_spawners_control_socket() {
+    if !bwrap_works("security tests (isolated spawner)") {
+        return;
+    }
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = server_on("bwrap", &[]);
+    let session = server.create_running(&env, Some(3600)).await;
+    let attack = "tr '\\0' ' ' < /proc/$PPID/cmdline; echo; \
+                  ls -l /proc/$PPID/fd/ >/dev/null 2>&1 && echo FDS-READ; \
+                  readlink /proc/$PPID/fd/0 && echo SOCKET-SEEN; \
+                  head -c 1 /proc/$PPID/mem >/dev/null 2>&1 && echo MEMORY-READ; true";
+    let seen = server.exec(&session.id, attack).await;
+    assert!(seen.stdout.contains("rebench-enter --serve"), "{seen:?}");
+    assert!(!seen.stdout.contains("FDS-READ"), "{seen:?}");
+    assert!(!seen.stdout.contains("SOCKET-SEEN"), "{seen:?}");
+    assert!(!seen.stdout.contains("MEMORY-READ"), "{seen:?}");
+    assert_eq!(seen.exit_code, Some(0), "{seen:?}");
+}
