@@ -10,7 +10,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Mutex;
 
 use tokio::io::Interest;
@@ -32,7 +32,7 @@ impl PtyIo {
     /// Takes a PTY master (made non-blocking here, which every descriptor
     /// of the same open master shares). Must be called on the runtime.
     pub fn new(master: OwnedFd) -> io::Result<PtyIo> {
-        set_nonblocking(&master)?;
+        super::sys::set_nonblocking(master.as_fd(), true)?;
         let interest = Interest::READABLE | Interest::WRITABLE;
         // SAFETY: an OwnedFd stays open, and the same descriptor, until the AsyncFd drops it.
         let fd = unsafe { AsyncFd::register_with_interest(master, interest) }
@@ -142,19 +142,6 @@ impl PtyIo {
         // Bytes in a queue cannot be left half-changed by a panic elsewhere.
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
-
-fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
-    // SAFETY: fcntl on a descriptor we own, with integer arguments only.
-    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
-    if flags < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as above.
-    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 fn read_fd(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {

@@ -123,6 +123,27 @@ fn decode_status(status: libc::c_int) -> WaitStatus {
     }
 }
 
+/// Makes `fd` non-blocking (`on`) or blocking; every descriptor sharing its
+/// open file description sees the change.
+pub(crate) fn set_nonblocking(fd: std::os::fd::BorrowedFd<'_>, on: bool) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fcntl on a descriptor the caller holds, with integer arguments only.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    if flags < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let flags = if on {
+        flags | libc::O_NONBLOCK
+    } else {
+        flags & !libc::O_NONBLOCK
+    };
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -156,6 +156,33 @@ mod tests {
     }
 
     #[test]
+    fn a_backlog_past_its_bound_is_parsed_by_the_reader() {
+        let mut state = ScreenState::new(5, 20, 10);
+        let mut reference = vt100::Parser::new(5, 20, 10);
+        let mut lines = 0;
+        assert!(
+            state.take(&flood(0, 1000)),
+            "the first flood asks for a job"
+        );
+        reference.process(&flood(0, 1000));
+        // The job never comes (it cannot keep up): the reader takes over.
+        while state.backlog.len() <= BACKLOG_MAX - 20_000 {
+            let chunk = flood(1000 + lines, 1000 + lines + 1000);
+            reference.process(&chunk);
+            assert!(!state.take(&chunk), "one job at a time");
+            lines += 1000;
+        }
+        let last = flood(1000 + lines, 1000 + lines + 2000);
+        reference.process(&last);
+        assert!(!state.take(&last));
+        assert!(state.backlog.is_empty(), "parsed, not held past the bound");
+        assert_eq!(
+            everything(&mut lock(&state.parsed).parser),
+            everything(&mut reference)
+        );
+    }
+
+    #[test]
     fn a_job_and_a_catch_up_give_the_screen_of_every_byte_in_order() {
         let shell = Mutex::new(ScreenState::new(5, 20, 10));
         let mut reference = vt100::Parser::new(5, 20, 10);

@@ -15,6 +15,7 @@ use std::process::{Child, Command, Stdio};
 
 use super::wire::{FromSpawner, Incoming, Outgoing, ToSpawner, encode};
 use crate::sandbox::enter::scrub;
+use crate::sandbox::sys::set_nonblocking;
 
 /// Serves requests on `control` until the server hangs up.
 pub fn serve(control: OwnedFd) -> anyhow::Result<()> {
@@ -23,7 +24,7 @@ pub fn serve(control: OwnedFd) -> anyhow::Result<()> {
     // pidfd_getfd).
     // SAFETY: prctl with integer arguments.
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
-    set_blocking(control.as_fd())?;
+    set_nonblocking(control.as_fd(), false)?;
     send(control.as_fd(), &FromSpawner::Ready, None)?;
     let mut incoming = Incoming::default();
     let mut running: HashMap<u64, (Child, OwnedFd)> = HashMap::new();
@@ -190,18 +191,5 @@ fn send(
     let mut outgoing = Outgoing::new(encode(message)?, fds);
     // The socket blocks: each call sends what fits, until all is sent.
     while !outgoing.send(control)? {}
-    Ok(())
-}
-
-fn set_blocking(fd: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: fcntl on a descriptor we hold.
-    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
-    if flags < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as above.
-    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
     Ok(())
 }
