@@ -7,6 +7,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::time::Duration;
 
 use common::*;
@@ -194,6 +195,58 @@ async fn a_participant_token_reaches_only_its_own_session_and_participant_operat
         bad_token.err().unwrap().code(),
         Some(ErrorCode::NotAuthenticated)
     );
+}
+
+#[tokio::test]
+async fn a_hello_sent_with_the_first_request_answers_it_or_fails_it_with_its_own_error() {
+    let (_env_dir, env) = fixture_env(|t| t);
+    let server = TestServer::start();
+    let session = server.create_running(&env, Some(3600)).await;
+    let creds: rebench::protocol::Credentials = server
+        .admin()
+        .await
+        .call(Request::Credentials {
+            session: session.id.clone(),
+        })
+        .await
+        .unwrap();
+    let socket = Path::new(&creds.socket);
+
+    // The right token: the request is answered, and the hello's reply read on the way.
+    let mut lazy = Client::connect_lazily(socket, Some(&creds.token), "lazy")
+        .await
+        .unwrap();
+    let view: SessionView = lazy
+        .call(Request::Show {
+            session: session.id.clone(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(view.id, session.id);
+    assert_eq!(lazy.hello.role, "participant");
+    assert_eq!(lazy.hello.session.as_deref(), Some(session.id.as_str()));
+
+    // A wrong token: the request fails with the hello's refusal, not with
+    // the "first request must be hello" that the server sends it.
+    let mut refused = Client::connect_lazily(socket, Some("0123"), "lazy")
+        .await
+        .unwrap();
+    let err = refused
+        .request(Request::Show {
+            session: session.id.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::NotAuthenticated), "{err}");
+    assert!(!err.to_string().contains("first request"), "{err}");
+
+    // The admin CLI's way: a request right behind the hello.
+    let mut admin = Client::connect_admin_lazily(&server.paths, "lazy admin")
+        .await
+        .unwrap();
+    let views: Vec<SessionView> = admin.call(Request::ListSessions).await.unwrap();
+    assert!(views.iter().any(|v| v.id == session.id));
+    assert_eq!(admin.hello.role, "admin");
 }
 
 #[tokio::test]

@@ -18,7 +18,8 @@ fn admin_name() -> String {
 }
 
 pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Result<i32> {
-    let mut client = Client::connect_admin(paths, &admin_name()).await?;
+    // One-shot commands: the hello rides with the request.
+    let mut client = Client::connect_admin_lazily(paths, &admin_name()).await?;
     let show = |v: &SessionView| {
         if json {
             println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());

@@ -90,7 +90,7 @@ fn session_env() -> anyhow::Result<SessionEnv> {
 pub async fn run(command: TaskCommand, json: bool) -> anyhow::Result<i32> {
     let env = session_env()?;
     let mut client =
-        Client::connect(std::path::Path::new(&env.socket), Some(&env.token), "task").await?;
+        Client::connect_lazily(std::path::Path::new(&env.socket), Some(&env.token), "task").await?;
     let session = env.session.clone();
     let view = |v: &SessionView| {
         if json {

@@ -46,11 +46,26 @@ pub struct Client {
     next_id: u64,
     pushes: VecDeque<Push>,
     pub hello: HelloReply,
+    /// The hello's id while its reply is still to be read (`connect_lazily`).
+    hello_pending: Option<u64>,
+    /// Lines not written yet: a lazy hello goes out with the first request.
+    unsent: Vec<u8>,
 }
 
 impl Client {
     /// Connects to `socket` and says hello (with a participant token, if given).
     pub async fn connect(socket: &Path, token: Option<&str>, name: &str) -> Result<Client> {
+        let mut client = Client::connect_lazily(socket, token, name).await?;
+        client.flush_unsent().await?;
+        client.settle_hello().await?;
+        Ok(client)
+    }
+
+    /// As `connect`, but the hello goes out with the first request, in the
+    /// same write, and its reply is read just before that request's: a
+    /// one-shot command (`rebench exec`) waits for one round trip, not two.
+    /// A refused hello fails the first request with the hello's error.
+    pub async fn connect_lazily(socket: &Path, token: Option<&str>, name: &str) -> Result<Client> {
         let stream = UnixStream::connect(socket)
             .await
             .map_err(|e| ClientError::NoServer {
@@ -73,21 +88,33 @@ impl Client {
                 role: String::new(),
                 session: None,
             },
+            hello_pending: None,
+            unsent: Vec::new(),
         };
-        client.hello = client
-            .call(Request::Hello {
-                version: PROTOCOL_VERSION,
-                client: name.to_string(),
-                token: token.map(String::from),
-            })
-            .await?;
+        let id = client.queue_line(Request::Hello {
+            version: PROTOCOL_VERSION,
+            client: name.to_string(),
+            token: token.map(String::from),
+        })?;
+        client.hello_pending = Some(id);
         Ok(client)
     }
 
-    /// Connects to the data dir's admin socket, starting a server in the
-    /// background when none is running.
+    /// Connects to the data dir's server as admin, starting it if none runs.
     pub async fn connect_admin(paths: &DataPaths, name: &str) -> Result<Client> {
         Client::connect_admin_hiding(paths, name, &[]).await
+    }
+
+    /// `connect_admin` with the hello sent lazily (see `connect_lazily`).
+    pub async fn connect_admin_lazily(paths: &DataPaths, name: &str) -> Result<Client> {
+        match Client::connect_lazily(&paths.socket(), None, name).await {
+            Ok(c) => Ok(c),
+            Err(ClientError::NoServer { .. }) => {
+                start_server(paths, &[])?;
+                wait_for_server(paths, name).await
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// As `connect_admin`; a server it starts does not get the variables
@@ -107,14 +134,38 @@ impl Client {
         }
     }
 
-    async fn send_line(&mut self, request: Request) -> Result<u64> {
+    /// Adds a request to the lines to write; its id.
+    fn queue_line(&mut self, request: Request) -> Result<u64> {
         let id = self.next_id;
         self.next_id += 1;
-        let mut bytes = serde_json::to_vec(&ClientLine { id, request })
+        serde_json::to_writer(&mut self.unsent, &ClientLine { id, request })
             .map_err(|e| ClientError::Protocol(e.to_string()))?;
-        bytes.push(b'\n');
-        self.writer.write_all(&bytes).await?;
+        self.unsent.push(b'\n');
         Ok(id)
+    }
+
+    async fn flush_unsent(&mut self) -> Result<()> {
+        if !self.unsent.is_empty() {
+            let bytes = std::mem::take(&mut self.unsent);
+            self.writer.write_all(&bytes).await?;
+        }
+        Ok(())
+    }
+
+    async fn send_line(&mut self, request: Request) -> Result<u64> {
+        let id = self.queue_line(request)?;
+        self.flush_unsent().await?;
+        Ok(id)
+    }
+
+    /// Reads the reply to a lazily sent hello, if it is still to come.
+    async fn settle_hello(&mut self) -> Result<()> {
+        if let Some(id) = self.hello_pending.take() {
+            let reply = self.reply_to(id).await?;
+            self.hello =
+                serde_json::from_value(reply).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        }
+        Ok(())
     }
 
     async fn read_line(&mut self) -> Result<ServerLine> {
@@ -133,6 +184,12 @@ impl Client {
     /// Sends a request and waits for its reply; pushed events that arrive meanwhile are kept.
     pub async fn request(&mut self, request: Request) -> Result<serde_json::Value> {
         let id = self.send_line(request).await?;
+        self.settle_hello().await?;
+        self.reply_to(id).await
+    }
+
+    /// Reads until the reply to request `id`.
+    async fn reply_to(&mut self, id: u64) -> Result<serde_json::Value> {
         loop {
             match self.read_line().await? {
                 ServerLine::Response { id: got, result } if got == id => return Ok(result),
@@ -170,7 +227,9 @@ impl Client {
 
     /// Splits the connection for full-duplex use (a terminal attach): a reader
     /// of server lines and a writer of requests that continues the id sequence.
+    /// For a client from `connect` (a lazy hello must have been settled).
     pub fn into_parts(self) -> (ClientReader, ClientWriter) {
+        debug_assert!(self.unsent.is_empty() && self.hello_pending.is_none());
         let pending = self.pushes;
         (
             ClientReader {
@@ -186,6 +245,8 @@ impl Client {
 
     /// The next pushed event. Replies to `send` requests are skipped, except errors.
     pub async fn next_push(&mut self) -> Result<Push> {
+        self.flush_unsent().await?;
+        self.settle_hello().await?;
         if let Some(p) = self.pushes.pop_front() {
             return Ok(p);
         }

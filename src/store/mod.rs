@@ -570,13 +570,15 @@ impl Store {
         self.mark_unflushed();
         let tree = self.events_tree(session)?;
         let key = event.seq.to_be_bytes();
-        if tree.contains_key(key)? {
+        // One step, not a lookup and then an insert: the lookup was a
+        // sixth of the server's time per agent command.
+        let stored = tree.compare_and_swap(key, None as Option<&[u8]>, Some(to_json(event)?))?;
+        if stored.is_err() {
             return Err(StoreError::Corrupt {
                 what: format!("event {session}/{}", event.seq),
                 message: "an event with this sequence number already exists".into(),
             });
         }
-        tree.insert(key, to_json(event)?)?;
         Ok(())
     }
 
