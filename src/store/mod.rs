@@ -431,24 +431,32 @@ impl Store {
     ///
     /// Not `flush_async`: in sled 0.34 concurrent `flush_async` callers can
     /// wait forever (spacejam/sled#1308), which froze sessions under parallel
-    /// agent execs. The blocking flush on the blocking pool is safe to call
-    /// from many tasks at once.
+    /// agent execs. The blocking flush runs on the blocking pool, one
+    /// runner at a time for every caller waiting (`group_flush`).
     pub async fn flush(&self) -> Result<()> {
-        let store = self.clone();
-        tokio::task::spawn_blocking(move || store.flush_blocking())
-            .await
-            .map_err(|e| StoreError::Flush(e.to_string()))?
+        let ticket = self.group.join();
+        if ticket.lead {
+            let store = self.clone();
+            let lead = group_flush::Lead::new(self.group.clone());
+            tokio::task::spawn_blocking(move || lead.run(|| store.flush_now()));
+        }
+        group_flush::outcome(ticket.done.await).map_err(StoreError::Flush)
     }
 
     /// `flush`, from a thread that may block. Callers at the same time
     /// share one flush (group commit).
     pub fn flush_blocking(&self) -> Result<()> {
-        self.group
-            .flush(|| {
-                self.space.check();
-                self.db.flush().map(drop).map_err(|e| e.to_string())
-            })
-            .map_err(StoreError::Flush)
+        let ticket = self.group.join();
+        if ticket.lead {
+            self.group.run(|| self.flush_now());
+        }
+        group_flush::outcome(ticket.done.blocking_recv()).map_err(StoreError::Flush)
+    }
+
+    /// One flush of the database, after a look at the free space.
+    fn flush_now(&self) -> std::result::Result<(), String> {
+        self.space.check();
+        self.db.flush().map(drop).map_err(|e| e.to_string())
     }
 
     /// Makes every shell's recorded output durable (only the files that
