@@ -246,11 +246,12 @@ pub async fn run_timer(hub: Arc<Hub>, host: Arc<Host>) {
             .check_every()
             .map_or(MAX_SLEEP, |every| every.min(MAX_SLEEP));
         // Nothing due sooner: wake on the beat all sessions share, so that an
-        // idle server's 200 timers make one wake-up, not 200 spread out.
-        let nap = sleep_ms.map_or_else(
-            || until_next_beat(beat_origin().elapsed(), longest),
-            |ms| Duration::from_millis(ms.max(1)).min(longest),
-        );
+        // idle server's 200 timers make one wake-up, not 200 spread out
+        // (running sessions too: their next warning is mostly hours away).
+        let nap = match sleep_ms.map(|ms| Duration::from_millis(ms.max(1))) {
+            Some(due) if due < longest => due,
+            _ => until_next_beat(beat_origin().elapsed(), longest),
+        };
         tokio::select! {
             _ = tokio::time::sleep(nap) => {}
             _ = host.wake.notified() => {}
