@@ -243,7 +243,7 @@ async fn heartbeats(hub: Arc<hub::Hub>) {
     loop {
         tick.tick().await;
         let running: Vec<_> = hub
-            .all_hosts()
+            .hosts_unordered()
             .into_iter()
             .filter(|host| host.clock_runs())
             .collect();
