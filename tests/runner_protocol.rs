@@ -202,14 +202,7 @@ async fn a_hello_sent_with_the_first_request_answers_it_or_fails_it_with_its_own
     let (_env_dir, env) = fixture_env(|t| t);
     let server = TestServer::start();
     let session = server.create_running(&env, Some(3600)).await;
-    let creds: rebench::protocol::Credentials = server
-        .admin()
-        .await
-        .call(Request::Credentials {
-            session: session.id.clone(),
-        })
-        .await
-        .unwrap();
+    let creds = server.credentials(&session.id).await;
     let socket = Path::new(&creds.socket);
 
     // The right token: the request is answered, and the hello's reply read on the way.

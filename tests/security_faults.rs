@@ -146,14 +146,7 @@ async fn descriptor_exhaustion_by_a_participant_leaves_the_operator_and_scorer_w
     // 600 descriptors: after the reserve of 512, participants get a few dozen.
     let server = TestServer::start_with_nofile(600, &[("REBENCH_BACKEND", "local")]);
     let session = server.create_running(&env, Some(3600)).await;
-    let creds: rebench::protocol::Credentials = server
-        .admin()
-        .await
-        .call(Request::Credentials {
-            session: session.id.clone(),
-        })
-        .await
-        .unwrap();
+    let creds = server.credentials(&session.id).await;
     // Idle connections that never say hello, far more than the server allows.
     let mut idle = Vec::new();
     let mut refused = 0;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use rebench::client::ClientError;
-use rebench::protocol::{Credentials, ErrorCode, Request};
+use rebench::protocol::{ErrorCode, Request};
 use rebench::session::Phase;
 
 /// The server's refusal in a failed request.
@@ -45,14 +45,7 @@ async fn one_token_cannot_hold_unbounded_connections_and_admin_still_works() {
     let (_env_dir, env) = fixture_env(|t| t);
     let server = TestServer::start();
     let session = server.create_running(&env, Some(3600)).await;
-    let creds: Credentials = server
-        .admin()
-        .await
-        .call(Request::Credentials {
-            session: session.id.clone(),
-        })
-        .await
-        .unwrap();
+    let creds = server.credentials(&session.id).await;
     let mut held = Vec::new();
     for _ in 0..64 {
         let mut stream = UnixStream::connect(&creds.socket).unwrap();

@@ -944,6 +944,18 @@ mod tests {
     use super::*;
     use crate::session::EventKind;
 
+    /// sled opened directly, as an older build made (or reads) the store.
+    fn raw_sled(path: &Path, compressed: bool) -> sled::Db {
+        sled::Config::new()
+            .path(path)
+            .use_compression(compressed)
+            .compression_factor(3)
+            // No background flusher: it would hold the lock for a while after the drop.
+            .flush_every_ms(None)
+            .open()
+            .unwrap()
+    }
+
     fn event(seq: u64) -> Event {
         Event {
             seq,
@@ -963,13 +975,7 @@ mod tests {
         let path = dir.path().join("db");
         drop(Store::open(&path).unwrap());
         {
-            let db = sled::Config::new()
-                .path(&path)
-                .use_compression(false)
-                // No background flusher: it would hold the lock for a while after the drop.
-                .flush_every_ms(None)
-                .open()
-                .unwrap();
+            let db = raw_sled(&path, false);
             assert_eq!(
                 db.get(SCHEMA_KEY).unwrap().unwrap().as_ref(),
                 SCHEMA_VERSION.to_be_bytes()
@@ -1006,15 +1012,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
         // As session 1's builds made it: no compression.
-        drop(
-            sled::Config::new()
-                .path(&path)
-                .use_compression(false)
-                // No background flusher: it would hold the lock for a while after the drop.
-                .flush_every_ms(None)
-                .open()
-                .unwrap(),
-        );
+        drop(raw_sled(&path, false));
         {
             let store = Store::open(&path).unwrap();
             store.append("s1", &event(0)).await.unwrap();
@@ -1029,16 +1027,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
         // As builds before 2026-12-07 made it: zstd compression on.
-        drop(
-            sled::Config::new()
-                .path(&path)
-                .use_compression(true)
-                .compression_factor(3)
-                // No background flusher: it would hold the lock for a while after the drop.
-                .flush_every_ms(None)
-                .open()
-                .unwrap(),
-        );
+        drop(raw_sled(&path, true));
         {
             let store = Store::open(&path).unwrap();
             assert!(store.compressed);
@@ -1254,14 +1243,7 @@ mod tests {
         let at = DateTime::from_timestamp_millis(1_700_000_000_000).unwrap();
         {
             // As schema 2 kept them: a rec/<id> tree keyed (shell, seq).
-            let db = sled::Config::new()
-                .path(&path)
-                .use_compression(true)
-                .compression_factor(3)
-                // No background flusher: it would hold the lock for a while after the drop.
-                .flush_every_ms(None)
-                .open()
-                .unwrap();
+            let db = raw_sled(&path, true);
             db.insert(SCHEMA_KEY, &2u32.to_be_bytes()).unwrap();
             let tree = db.open_tree("rec/old1").unwrap();
             for (shell, seq, text) in [(0u32, 0u64, "one"), (0, 1, "two"), (3, 0, "three")] {

@@ -149,14 +149,19 @@ impl TestServer {
             .unwrap()
     }
 
-    pub async fn participant(&self, session: &str) -> Client {
-        let mut admin = self.admin().await;
-        let creds: Credentials = admin
+    /// The participant socket and token of `session`, as an admin gets them.
+    pub async fn credentials(&self, session: &str) -> Credentials {
+        self.admin()
+            .await
             .call(Request::Credentials {
                 session: session.into(),
             })
             .await
-            .unwrap();
+            .unwrap()
+    }
+
+    pub async fn participant(&self, session: &str) -> Client {
+        let creds = self.credentials(session).await;
         Client::connect(
             Path::new(&creds.socket),
             Some(&creds.token),
