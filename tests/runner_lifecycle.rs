@@ -217,6 +217,23 @@ async fn a_graceful_shutdown_pauses_running_sessions_without_losing_time() {
     std::thread::sleep(Duration::from_millis(1200));
     let out = server.cli(&["shutdown"]);
     assert!(out.status.success());
+    // It returns once the server has let go of the data dir.
+    assert!(
+        !rebench::server::lock_held(&server.paths.lock_file()),
+        "shutdown returned before the server stopped"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("stopped"),
+        "{out:?}"
+    );
+    // A second one finds no server, and starts none.
+    let again = server.cli(&["shutdown"]);
+    assert!(again.status.success(), "{again:?}");
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("no server runs"),
+        "{again:?}"
+    );
+    assert!(!rebench::server::lock_held(&server.paths.lock_file()));
     let mut paused = false;
     let mut told = None;
     tokio::time::timeout(Duration::from_secs(10), async {

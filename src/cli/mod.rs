@@ -61,7 +61,7 @@ pub enum Command {
         #[arg(last = true, required = true)]
         command: Vec<std::ffi::OsString>,
     },
-    /// Stop the data dir's server (running sessions are paused first, so no budget is lost).
+    /// Stop the data dir's server and wait until it has (running sessions are paused first, so no budget is lost)
     Shutdown,
     /// Copy the data dir's store (sessions, logs, recordings) into DIR, a new
     /// data dir, while the server runs. Workspaces are not copied.

@@ -18,6 +18,9 @@ fn admin_name() -> String {
 }
 
 pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Result<i32> {
+    if let Command::Shutdown = command {
+        return shutdown(paths, json).await;
+    }
     // One-shot commands: the hello rides with the request.
     let mut client = Client::connect_admin_lazily(paths, &admin_name()).await?;
     let show = |v: &SessionView| {
@@ -28,18 +31,7 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
         }
     };
     match command {
-        Command::Shutdown => {
-            match client.request(Request::Shutdown).await {
-                Ok(_) => {}
-                // The server may exit before its reply is written: what was
-                // asked for happened.
-                Err(crate::client::ClientError::Io(_)) => {}
-                Err(e) => return Err(e.into()),
-            }
-            if !json {
-                println!("server for {} is stopping", paths.root.display());
-            }
-        }
+        Command::Shutdown => bail!("shutdown is handled before connecting"),
         Command::Backup { dir } => {
             let dir = std::path::absolute(&dir).context("the backup folder")?;
             let reply: crate::protocol::BackupReply = client
@@ -249,6 +241,51 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
         | Command::Campaign(_)
         | Command::Import(_)
         | Command::Proctor(_) => bail!("not a server command"),
+    }
+    Ok(0)
+}
+
+/// How long `rebench shutdown` waits for the server to let go of the data dir.
+const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Asks the data dir's server to stop and returns once it has: it pauses
+/// running sessions and syncs before it lets go of the data dir, so the
+/// next `rebench serve` (or a backup of the folder) finds it free. Starts
+/// no server where none runs.
+async fn shutdown(paths: &DataPaths, json: bool) -> anyhow::Result<i32> {
+    let lock = paths.lock_file();
+    let mut client = match Client::connect_lazily(&paths.socket(), None, &admin_name()).await {
+        Ok(client) => client,
+        Err(crate::client::ClientError::NoServer { .. }) if !crate::server::lock_held(&lock) => {
+            if !json {
+                println!("no server runs for {}", paths.root.display());
+            }
+            return Ok(0);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    match client.request(Request::Shutdown).await {
+        Ok(_) => {}
+        // The server may exit before its reply is written: what was
+        // asked for happened.
+        Err(crate::client::ClientError::Io(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    drop(client);
+    let deadline = tokio::time::Instant::now() + SHUTDOWN_WAIT;
+    while crate::server::lock_held(&lock) {
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "the server for {} was asked to stop but still runs after {} s (its log: {})",
+                paths.root.display(),
+                SHUTDOWN_WAIT.as_secs(),
+                paths.log_file().display()
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    if !json {
+        println!("server for {} stopped", paths.root.display());
     }
     Ok(0)
 }

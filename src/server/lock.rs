@@ -52,6 +52,17 @@ impl ServerLock {
     }
 }
 
+/// Whether a server holds the lock at `path` now: a shared lock taken and
+/// dropped at once (a server starting in that instant is refused once),
+/// and nothing written.
+pub fn lock_held(path: &Path) -> bool {
+    let Ok(file) = File::open(path) else {
+        return false;
+    };
+    // SAFETY: flock on a file descriptor we own; no memory is shared with the call.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) != 0 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,7 +75,19 @@ mod tests {
         let err = ServerLock::acquire(&path).err().unwrap().to_string();
         assert!(err.contains("another rebench server"), "{err}");
         assert!(err.contains(&std::process::id().to_string()), "{err}");
+        assert!(lock_held(&path));
+        let pid = std::fs::read_to_string(&path).unwrap();
         drop(first);
+        assert!(!lock_held(&path));
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            pid,
+            "a look writes nothing"
+        );
         assert!(ServerLock::acquire(&path).is_ok());
+        assert!(
+            !lock_held(&dir.path().join("none")),
+            "no lock file, no server"
+        );
     }
 }

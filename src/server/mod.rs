@@ -25,7 +25,7 @@ use crate::session::{EventKind, MonotonicClock, PauseReason, Phase, SystemClock}
 use crate::store::{Heartbeat, Store};
 
 pub use conn::Door;
-pub use lock::{LockError, ServerLock};
+pub use lock::{LockError, ServerLock, lock_held};
 
 /// How often running sessions persist their active time.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(2);
