@@ -107,14 +107,7 @@ impl Client {
 
     /// `connect_admin` with the hello sent lazily (see `connect_lazily`).
     pub async fn connect_admin_lazily(paths: &DataPaths, name: &str) -> Result<Client> {
-        match Client::connect_lazily(&paths.socket(), None, name).await {
-            Ok(c) => Ok(c),
-            Err(ClientError::NoServer { .. }) => {
-                start_server(paths, &[])?;
-                wait_for_server(paths, name).await
-            }
-            Err(e) => Err(e),
-        }
+        Client::admin_or_start(paths, name, &[], true).await
     }
 
     /// As `connect_admin`; a server it starts does not get the variables
@@ -124,13 +117,28 @@ impl Client {
         name: &str,
         hide: &[String],
     ) -> Result<Client> {
-        match Client::connect(&paths.socket(), None, name).await {
-            Ok(c) => Ok(c),
+        Client::admin_or_start(paths, name, hide, false).await
+    }
+
+    /// Connects as admin (the hello lazily or not), starting a server
+    /// without the variables `hide` when none answers.
+    async fn admin_or_start(
+        paths: &DataPaths,
+        name: &str,
+        hide: &[String],
+        lazily: bool,
+    ) -> Result<Client> {
+        let tried = if lazily {
+            Client::connect_lazily(&paths.socket(), None, name).await
+        } else {
+            Client::connect(&paths.socket(), None, name).await
+        };
+        match tried {
             Err(ClientError::NoServer { .. }) => {
                 start_server(paths, hide)?;
                 wait_for_server(paths, name).await
             }
-            Err(e) => Err(e),
+            other => other,
         }
     }
 

@@ -201,7 +201,7 @@ impl Hub {
 
     /// Every session, oldest first.
     pub fn all_hosts(&self) -> Vec<Arc<Host>> {
-        let mut hosts: Vec<_> = self.hosts().values().cloned().collect();
+        let mut hosts = self.hosts_unordered();
         hosts.sort_by(|a, b| {
             a.meta
                 .created_at
