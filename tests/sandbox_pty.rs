@@ -152,6 +152,10 @@ fn resize_is_seen_by_stty() {
     let dir = tempfile::tempdir().unwrap();
     let (mut shell, reader) = PtyShell::spawn(&shell_spec(dir.path())).unwrap();
     let mut output = Output::start(reader);
+    // Resize a shell that is up, as an attach does: a CI run once saw the
+    // shell, still starting when the size changed, report the first size.
+    shell.write_input(b"echo up-$((40+2))\r").unwrap();
+    assert!(output.wait_for("up-42"), "got: {}", output.text());
 
     shell.resize(123, 45).unwrap();
     shell.write_input(b"stty size\r").unwrap();
