@@ -1,6 +1,8 @@
 //! `rebench report` over 10,000 generated runs with 10,000 bootstrap
-//! resamples (target: under 2 s in release). Run with
-//! `cargo bench --bench report`. Prints timings; no assertions.
+//! resamples (target: under 2 s in release), repeated `ROUNDS` times
+//! (default 5): each round's time, then the min and median and how many
+//! rounds met the target. Run with `cargo bench --bench report`. Prints
+//! timings; no assertions.
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
 
@@ -90,7 +92,22 @@ fn generated_run(index: usize, rng: &mut StdRng) -> Run {
     }
 }
 
+/// The settings' value from the environment, else `default`.
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The smallest and the median of `xs`.
+fn min_median(mut xs: Vec<f64>) -> (f64, f64) {
+    xs.sort_by(f64::total_cmp);
+    (xs[0], xs[xs.len() / 2])
+}
+
 fn main() {
+    let rounds = env_number("ROUNDS", 5).max(1);
     let mut rng = StdRng::seed_from_u64(1);
     let runs: Vec<Run> = (0..RUNS).map(|i| generated_run(i, &mut rng)).collect();
     let options = ReportOptions {
@@ -101,29 +118,40 @@ fn main() {
         human_run_length_s: rebench::report::best_of_k::HUMAN_RUN_CAP_S,
         estimator: rebench::report::Estimator::WithReplacement,
     };
-    let started = Instant::now();
-    let report = build_report(&runs, &options);
-    let analysis = started.elapsed();
-    println!(
-        "report over {RUNS} runs, {RESAMPLES} resamples: {:.3} s (analysis and bootstrap)",
-        analysis.as_secs_f64()
-    );
-    for format in [Format::Table, Format::Json, Format::Csv, Format::Markdown] {
+    println!("report over {RUNS} runs, {RESAMPLES} resamples, {rounds} rounds:");
+    let (mut analyses, mut totals) = (Vec::new(), Vec::new());
+    for round in 1..=rounds {
         let started = Instant::now();
-        let text = render(&report, format);
+        let report = build_report(&runs, &options);
+        let analysis = started.elapsed();
+        let mut sizes = Vec::new();
+        for format in [Format::Table, Format::Json, Format::Csv, Format::Markdown] {
+            sizes.push((format!("{format:?}"), render(&report, format).len()));
+        }
+        match rebench::report::plot::render_svg(&report) {
+            Ok(svg) => sizes.push(("SVG".into(), svg.len())),
+            Err(e) => println!("  plot SVG failed: {e}"),
+        }
+        let total = started.elapsed();
         println!(
-            "  render {format:?}: {:.1} ms ({} bytes)",
-            started.elapsed().as_secs_f64() * 1000.0,
-            text.len()
+            "  round {round}: {:.3} s in all ({:.3} s analysis and bootstrap; {})",
+            total.as_secs_f64(),
+            analysis.as_secs_f64(),
+            sizes
+                .iter()
+                .map(|(name, bytes)| format!("{name} {bytes} B"))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
+        analyses.push(analysis.as_secs_f64());
+        totals.push(total.as_secs_f64());
     }
-    let started = Instant::now();
-    match rebench::report::plot::render_svg(&report) {
-        Ok(svg) => println!(
-            "  plot SVG: {:.1} ms ({} bytes)",
-            started.elapsed().as_secs_f64() * 1000.0,
-            svg.len()
-        ),
-        Err(e) => println!("  plot SVG failed: {e}"),
-    }
+    let met = totals.iter().filter(|&&t| t < 2.0).count();
+    let (total_min, total_median) = min_median(totals);
+    let (analysis_min, analysis_median) = min_median(analyses);
+    println!(
+        "  in all: min {total_min:.3} s, median {total_median:.3} s \
+         (analysis min {analysis_min:.3} s, median {analysis_median:.3} s); \
+         under the 2 s target in {met} of {rounds} rounds"
+    );
 }
