@@ -12,6 +12,8 @@
 //!   and keeps its own small loop).
 //! - `frames`: frames on the real terminal: full ones through ratatui,
 //!   partial ones (a shell's echo: its changed rows only) straight out.
+//! - `pacing`: when the next frame may be drawn (a burst after a quiet
+//!   spell, then one per frame gap).
 //! - `reconnect`: waiting for a lost server, with backoff.
 //! - `terminal`: taking the terminal over and giving it back.
 //!
@@ -27,6 +29,7 @@
 
 pub mod connection;
 pub mod frames;
+pub mod pacing;
 pub mod proctor;
 pub mod reconnect;
 pub mod replay;

@@ -1,7 +1,8 @@
 //! The one event loop under every connected UI (workspace, proctor):
 //! terminal events and server lines become the app's actions, its effects
 //! become requests, a bell or an exit, and the screen is drawn only when
-//! something changed, at most once per frame gap. A lost server is the
+//! something changed, paced by `pacing` (a few frames at once after a quiet
+//! spell, then at most one per frame gap). A lost server is the
 //! app's to handle: it may leave, or wait and be reconnected here.
 
 use std::time::{Duration, Instant};
@@ -16,6 +17,7 @@ use tokio::time::{MissedTickBehavior, interval, sleep_until};
 
 use super::connection::{Connection, Incoming, Routed};
 use super::frames::{Frames, PartialFrame};
+use super::pacing::Pacer;
 use super::terminal::{self, drain_queued};
 use crate::client::Client;
 use crate::protocol::Request;
@@ -161,13 +163,12 @@ pub async fn run<A: ClientApp>(
     if let Some(exit) = perform::<A>(&mut conn, first).await? {
         return Ok(Ending::App(exit));
     }
-    let mut last_draw: Option<Instant> = None;
+    let mut pacer = Pacer::default();
     let mut frames = Frames::default();
     // Whether the user did something since the last frame (answer fast).
     let mut after_input = false;
     let ending = loop {
-        let gap = app.frame_gap(after_input);
-        let next_frame = last_draw.map(|t| t + gap).unwrap_or_else(Instant::now);
+        let next_frame = pacer.next_at(Instant::now(), app.frame_gap(after_input));
         let reconnect_at = app.reconnect_at();
         let mut actions: Vec<A::Action> = Vec::new();
         tokio::select! {
@@ -222,8 +223,8 @@ pub async fn run<A: ClientApp>(
         if let Some(e) = exit.and_then(|e| app.leaving(e)) {
             break Ending::App(e);
         }
-        let due = last_draw.is_none_or(|t| t.elapsed() >= app.frame_gap(after_input));
-        if due && app.wants_frame() {
+        let gap = app.frame_gap(after_input);
+        if pacer.due(Instant::now(), gap) && app.wants_frame() {
             app.set_now(now());
             let effects = app.before_frame();
             if let Some(e) = perform::<A>(&mut conn, effects).await?
@@ -243,7 +244,7 @@ pub async fn run<A: ClientApp>(
                 }
                 app.drawn();
                 after_input = false;
-                last_draw = Some(Instant::now());
+                pacer.drawn(Instant::now(), gap);
             }
         }
     };

@@ -131,8 +131,9 @@ impl ClientApp for App {
     }
 
     /// After a key, the next frame (its echo, most often a partial frame
-    /// that costs little) is drawn as soon as it is due; output alone waits
-    /// for the frame gap, so that a flood is drawn at most 60 times a second.
+    /// that costs little) is drawn as soon as it is due; output alone is
+    /// paced at the frame gap (`pacing`: a command's few bursts of output
+    /// right away, a flood at most 60 times a second).
     fn frame_gap(&self, after_input: bool) -> Duration {
         if after_input {
             Duration::ZERO
