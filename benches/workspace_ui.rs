@@ -1,12 +1,13 @@
 //! The workspace UI as an expert meets it, beside tmux and a bare PTY, each
 //! in a 200×50 terminal driven through a real PTY (this benchmark is the
-//! terminal): the time from a keystroke to its echo coming back, and the
-//! time `seq 1 2000000` takes to finish on screen. Targets interleave
-//! round by round so that the machine's drift hits them alike; ratios are
-//! taken within a round. Run with `cargo bench --bench workspace_ui`;
-//! settings `UI_ROUNDS` (default 5), `UI_KEYS` (keys per target and round,
-//! default 60), `UI_FLOOD` (the `seq` count, default 2000000). It prints,
-//! and asserts nothing.
+//! terminal): the time from a keystroke to its echo coming back, the time
+//! a command's short output (`seq 1 1000`) takes to show, and the time
+//! `seq 1 2000000` takes to finish on screen. Targets interleave round by
+//! round so that the machine's drift hits them alike; ratios are taken
+//! within a round. Run with `cargo bench --bench workspace_ui`; settings
+//! `UI_ROUNDS` (default 5), `UI_KEYS` (keys per target and round, default
+//! 60), `UI_BURST` (the short `seq` count, default 1000), `UI_FLOOD` (the
+//! long one, default 2000000). It prints, and asserts nothing.
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
 
@@ -147,6 +148,36 @@ impl Drop for Term {
     }
 }
 
+/// Output times (seconds, one list per target: bare PTY, tmux, workspace)
+/// printed in `unit` (seconds times `scale`), with the ratios round by round.
+fn print_output_times(what: &str, names: &[&str], times: &[Vec<f64>], scale: f64, unit: &str) {
+    println!("{what} until its end shows on screen, {unit}:");
+    for (name, xs) in names.iter().zip(times) {
+        let (min, med) = min_median(xs.clone());
+        println!(
+            "  {name:>18}: min {:.2}, median {:.2}",
+            min * scale,
+            med * scale
+        );
+    }
+    let ratio = |of: usize, against: usize| {
+        min_median(
+            times[of]
+                .iter()
+                .zip(&times[against])
+                .map(|(a, b)| a / b)
+                .collect(),
+        )
+    };
+    for (of, against) in [(1, 0), (2, 0), (2, 1)] {
+        let (min, med) = ratio(of, against);
+        println!(
+            "  {:>18} / {}: min {min:.2}x, median {med:.2}x",
+            names[of], names[against]
+        );
+    }
+}
+
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
@@ -155,6 +186,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 async fn main() -> anyhow::Result<()> {
     let rounds = common::env_number("UI_ROUNDS", 5) as usize;
     let keys = common::env_number("UI_KEYS", 60) as usize;
+    let burst = common::env_number("UI_BURST", 1000);
     let flood = common::env_number("UI_FLOOD", 2_000_000);
 
     let mut bench = common::BenchServer::start("ui", &[("REBENCH_BACKEND", "local")]).await?;
@@ -200,7 +232,13 @@ async fn main() -> anyhow::Result<()> {
         term.run("true");
     }
 
-    // Floods first, at the prompt.
+    // Output first, at the prompt: short, then floods.
+    let mut burst_s = vec![Vec::new(); terms.len()];
+    for _ in 0..rounds {
+        for (i, term) in terms.iter_mut().enumerate() {
+            burst_s[i].push(term.run(&format!("seq 1 {burst}")).as_secs_f64());
+        }
+    }
     let mut flood_s = vec![Vec::new(); terms.len()];
     for _ in 0..rounds.min(3) {
         for (i, term) in terms.iter_mut().enumerate() {
@@ -231,34 +269,9 @@ async fn main() -> anyhow::Result<()> {
     }
 
     println!("terminal {COLS}x{ROWS}, {rounds} rounds, local backend");
-    println!("seq 1 {flood} until its end shows on screen, seconds:");
-    for (i, term) in terms.iter().enumerate() {
-        let (min, med) = min_median(flood_s[i].clone());
-        println!("  {:>18}: min {min:.2}, median {med:.2}", term.name);
-    }
-    for (i, term) in terms.iter().enumerate().skip(1) {
-        let ratio = |against: usize| {
-            min_median(
-                flood_s[i]
-                    .iter()
-                    .zip(&flood_s[against])
-                    .map(|(a, b)| a / b)
-                    .collect(),
-            )
-        };
-        let (raw_min, raw_med) = ratio(0);
-        println!(
-            "  {:>18} / bare PTY: min {raw_min:.2}x, median {raw_med:.2}x",
-            term.name
-        );
-        if i == 2 {
-            let (t_min, t_med) = ratio(1);
-            println!(
-                "  {:>18} / tmux: min {t_min:.2}x, median {t_med:.2}x",
-                term.name
-            );
-        }
-    }
+    let names: Vec<&str> = terms.iter().map(|t| t.name).collect();
+    print_output_times(&format!("seq 1 {burst}"), &names, &burst_s, 1e3, "ms");
+    print_output_times(&format!("seq 1 {flood}"), &names, &flood_s, 1.0, "s");
     println!("key echo, ms ({keys} keys a round):");
     for (i, term) in terms.iter().enumerate() {
         let all: Vec<Duration> = echo[i].iter().flatten().copied().collect();
