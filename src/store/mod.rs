@@ -956,6 +956,22 @@ mod tests {
             .unwrap()
     }
 
+    /// Opens the store again after this process dropped its handle. The
+    /// last flush's runner and sled's own I/O threads let go of the lock a
+    /// moment after the drop (sled #1289), so a quick reopen may find it
+    /// held: wait for it (a store held for good still fails, after 5 s).
+    fn reopen(path: &Path) -> Store {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            match Store::open(path) {
+                Err(StoreError::Locked { .. }) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                other => return other.unwrap(),
+            }
+        }
+    }
+
     fn event(seq: u64) -> Event {
         Event {
             seq,
@@ -1018,7 +1034,7 @@ mod tests {
             store.append("s1", &event(0)).await.unwrap();
             store.append("s1", &event(1)).await.unwrap();
         }
-        let store = Store::open(&path).unwrap();
+        let store = reopen(&path);
         assert_eq!(store.events("s1").unwrap().len(), 2);
     }
 
@@ -1034,7 +1050,7 @@ mod tests {
             store.append("s1", &event(0)).await.unwrap();
             store.append("s1", &event(1)).await.unwrap();
         }
-        let store = Store::open(&path).unwrap();
+        let store = reopen(&path);
         assert_eq!(store.events("s1").unwrap().len(), 2);
         // A backup keeps the setting, so it opens too.
         let copy = dir.path().join("copy");
@@ -1273,7 +1289,7 @@ mod tests {
             "the old tree is gone"
         );
         drop(store);
-        let store = Store::open(&path).unwrap();
+        let store = reopen(&path);
         assert_eq!(store.recording("old1", 3).unwrap()[0].data, b"three");
     }
 
