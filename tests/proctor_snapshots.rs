@@ -121,6 +121,7 @@ correct on 20 random inputs\r\nruntime: 2.31 ms (best of 5)\r\n\
             rows: 30,
             screen: b64_encode(screen),
             alive: true,
+            scrollback_lines: Some(2000),
         },
     );
     a.update(Action::Push(Box::new(Push::ShellOutput {

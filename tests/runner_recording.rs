@@ -235,6 +235,11 @@ async fn an_attach_serves_the_configured_scrollback_and_the_recording_keeps_all(
     screen.screen_mut().set_scrollback(usize::MAX);
     let history = screen.screen().scrollback();
     assert_eq!(history, 50, "the history an attach carries is the setting");
+    assert_eq!(
+        reply.scrollback_lines,
+        Some(50),
+        "the reply says how much the server keeps, for the client to keep as much"
+    );
     let oldest = screen.screen().rows(0, reply.cols).next().unwrap();
     let last_row: u32 = oldest.trim().strip_prefix("row-").unwrap().parse().unwrap();
     assert!(

@@ -5,13 +5,26 @@
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::layout::Rect;
 
-use rebench::protocol::{ErrorCode, Request, b64_decode};
+use rebench::protocol::{AttachReply, ErrorCode, Request, b64_decode};
 use rebench::session::Phase;
 use rebench::session::{Event, EventKind, PauseReason};
 use rebench::tui::widgets::shell_tab::ShellTab;
 use rebench::tui::widgets::theme::Theme;
 use rebench::tui::workspace::app::{Action, App, Effect, Overlay, Pending, ReplyError, Screen};
 use rebench::tui::workspace::config::Config;
+
+/// The attach reply of a shell of the pane's size, from a server keeping
+/// its default history.
+fn attach_reply(rows: u16, cols: u16) -> AttachReply {
+    AttachReply {
+        shell: 0,
+        cols,
+        rows,
+        screen: String::new(),
+        alive: true,
+        scrollback_lines: Some(2000),
+    }
+}
 
 fn view_json(state: &str, remaining_s: f64) -> serde_json::Value {
     let budget_s = 7200.0;
@@ -53,7 +66,7 @@ fn running_app(remaining_s: f64) -> App {
     assert_eq!(app.screen, Screen::Workspace);
     let pane = app.areas().pane;
     let mut tab = ShellTab::new(0, pane.height, pane.width);
-    tab.load_screen(pane.height, pane.width, b"$ ");
+    tab.load_screen(&attach_reply(pane.height, pane.width), b"$ ");
     app.tabs.push(tab);
     app
 }
@@ -725,7 +738,7 @@ mod partial_frames {
         let mut app = running_app(5000.0);
         let pane = app.areas().pane;
         let mut other = ShellTab::new(1, pane.height, pane.width);
-        other.load_screen(pane.height, pane.width, b"$ ");
+        other.load_screen(&attach_reply(pane.height, pane.width), b"$ ");
         app.tabs.push(other);
         app.dirty = false;
         output(&mut app, 1, b"busy\r\n");

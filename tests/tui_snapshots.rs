@@ -8,7 +8,7 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::layout::Rect;
 
-use rebench::protocol::{FinalScore, NoteView, PauseView, ScoreView, SessionView};
+use rebench::protocol::{AttachReply, FinalScore, NoteView, PauseView, ScoreView, SessionView};
 use rebench::session::{EndReason, PauseReason, ScorePhase};
 use rebench::tui::widgets::shell_tab::ShellTab;
 use rebench::tui::widgets::theme::Theme;
@@ -136,11 +136,24 @@ fn app(view: SessionView, cols: u16, rows: u16) -> App {
     app
 }
 
+/// The attach reply of a shell of the pane's size, from a server keeping
+/// its default history.
+fn attach_reply(rows: u16, cols: u16) -> AttachReply {
+    AttachReply {
+        shell: 0,
+        cols,
+        rows,
+        screen: String::new(),
+        alive: true,
+        scrollback_lines: Some(2000),
+    }
+}
+
 fn with_shells(mut app: App, count: u32) -> App {
     let pane = app.areas().pane;
     for shell in 0..count {
         let mut tab = ShellTab::new(shell, pane.height, pane.width);
-        tab.load_screen(pane.height, pane.width, SHELL_OUTPUT);
+        tab.load_screen(&attach_reply(pane.height, pane.width), SHELL_OUTPUT);
         app.tabs.push(tab);
     }
     app

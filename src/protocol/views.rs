@@ -407,6 +407,12 @@ pub struct AttachReply {
     /// Escape sequences that redraw the current screen (base64).
     pub screen: String,
     pub alive: bool,
+    /// Lines of history the server keeps of this shell (what `screen`
+    /// holds at most): a client keeps as many, so that what it scrolls
+    /// through live is what it gets back on attaching again. None from an
+    /// older server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scrollback_lines: Option<usize>,
 }
 
 /// Reply to `exec`.

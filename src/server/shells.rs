@@ -312,19 +312,19 @@ impl ShellHost {
                 screen.watchers.push(sub);
             }
         }
+        // History first, so the client's own scrollback has it.
+        let mut parsed = screen.state.caught_up();
+        let lines = parsed.scrollback;
+        let mut bytes = history_formatted(&mut parsed.parser, lines);
+        bytes.extend(parsed.parser.screen().state_formatted());
+        drop(parsed);
         AttachReply {
             shell: self.id,
             cols: screen.cols,
             rows: screen.rows,
-            screen: b64_encode(&{
-                // History first, so the client's own scrollback has it.
-                let mut parsed = screen.state.caught_up();
-                let lines = parsed.scrollback;
-                let mut bytes = history_formatted(&mut parsed.parser, lines);
-                bytes.extend(parsed.parser.screen().state_formatted());
-                bytes
-            }),
+            screen: b64_encode(&bytes),
             alive: screen.exit.is_none(),
+            scrollback_lines: Some(lines),
         }
     }
 

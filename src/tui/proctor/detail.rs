@@ -111,7 +111,7 @@ impl Detail {
 
     pub fn attached(&mut self, reply: &AttachReply, screen: &[u8]) {
         if let Some(m) = self.mirror_mut(reply.shell) {
-            m.tab.load_screen(reply.rows, reply.cols, screen);
+            m.tab.load_screen(reply, screen);
             m.tab.alive = reply.alive;
         }
     }
@@ -256,6 +256,7 @@ mod tests {
                 rows: 24,
                 screen: String::new(),
                 alive: true,
+                scrollback_lines: Some(100),
             },
             b"$ ls",
         );

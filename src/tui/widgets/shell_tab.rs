@@ -5,9 +5,11 @@ use std::cell::RefCell;
 
 use super::keys::InputModes;
 use super::screen_rows::ScreenRows;
+use crate::protocol::AttachReply;
 
-/// Lines of history kept per tab.
-pub const SCROLLBACK_LINES: usize = 10_000;
+/// Lines of history kept per tab when the server does not say how many it
+/// keeps (an older server); otherwise a tab keeps what the server keeps.
+pub const FALLBACK_SCROLLBACK_LINES: usize = 10_000;
 
 /// What the shell's output asks of the terminal beyond the screen itself.
 #[derive(Debug, Default)]
@@ -61,6 +63,8 @@ pub struct ShellTab {
     pub name: Option<String>,
     /// Output that came before the attach reply: it follows the screen the reply carries.
     early: Vec<u8>,
+    /// Lines of history kept: as many as the server keeps of the shell.
+    scrollback_lines: usize,
     /// The visible rows as last drawn (drawing brings them up to date).
     pub rows: RefCell<ScreenRows>,
 }
@@ -72,30 +76,35 @@ impl ShellTab {
     pub fn new(shell: u32, rows: u16, cols: u16) -> ShellTab {
         ShellTab {
             shell,
-            parser: new_parser(rows, cols),
+            parser: new_parser(rows, cols, FALLBACK_SCROLLBACK_LINES),
             feed: crate::screen_feed::ScreenFeed::default(),
             attached: false,
             alive: true,
             gone: None,
             name: None,
             early: Vec::new(),
+            scrollback_lines: FALLBACK_SCROLLBACK_LINES,
             rows: RefCell::new(ScreenRows::default()),
         }
     }
 
     /// Starts over from the screen the server sent on attach (drawn at the
-    /// server's size), then fits it to the pane.
-    pub fn load_screen(&mut self, rows: u16, cols: u16, screen: &[u8]) {
-        self.parser = new_parser(rows.max(1), cols.max(1));
+    /// server's size), then fits it to the pane. The tab keeps as much
+    /// history as the server said it keeps (`reply.scrollback_lines`): the
+    /// memory a tab takes is then the operator's setting too, and attaching
+    /// again gives back all that was there.
+    pub fn load_screen(&mut self, reply: &AttachReply, screen: &[u8]) {
+        self.scrollback_lines = reply.scrollback_lines.unwrap_or(FALLBACK_SCROLLBACK_LINES);
+        self.parser = new_parser(reply.rows.max(1), reply.cols.max(1), self.scrollback_lines);
         self.feed.reset();
         self.rows.get_mut().changed_all();
         self.feed
-            .process(&mut self.parser, SCROLLBACK_LINES, screen);
+            .process(&mut self.parser, self.scrollback_lines, screen);
         // The server pushes output only after taking the screen, so whatever
         // arrived before the reply comes after it.
         let early = std::mem::take(&mut self.early);
         self.feed
-            .process(&mut self.parser, SCROLLBACK_LINES, &early);
+            .process(&mut self.parser, self.scrollback_lines, &early);
         self.parser.callbacks_mut().bells = 0;
         self.attached = true;
         self.gone = None;
@@ -106,7 +115,8 @@ impl ShellTab {
         if self.attached {
             let before = self.parser.screen().cursor_position();
             let at_rest = self.feed.at_rest();
-            self.feed.process(&mut self.parser, SCROLLBACK_LINES, bytes);
+            self.feed
+                .process(&mut self.parser, self.scrollback_lines, bytes);
             let screen = self.parser.screen();
             let after = screen.cursor_position();
             // Printable ASCII that moved the cursor along its row by as many
@@ -267,19 +277,31 @@ impl ShellTab {
     }
 }
 
-fn new_parser(rows: u16, cols: u16) -> vt100::Parser<ShellSignals> {
-    vt100::Parser::new_with_callbacks(rows, cols, SCROLLBACK_LINES, ShellSignals::default())
+fn new_parser(rows: u16, cols: u16, scrollback_lines: usize) -> vt100::Parser<ShellSignals> {
+    vt100::Parser::new_with_callbacks(rows, cols, scrollback_lines, ShellSignals::default())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// An attach reply of a server that keeps `lines` lines of history.
+    fn reply(rows: u16, cols: u16, lines: Option<usize>) -> AttachReply {
+        AttachReply {
+            shell: 1,
+            cols,
+            rows,
+            screen: String::new(),
+            alive: true,
+            scrollback_lines: lines,
+        }
+    }
+
     #[test]
     fn output_bells_titles_and_scrollback() {
         let mut tab = ShellTab::new(1, 5, 20);
         tab.feed(b" world");
-        tab.load_screen(5, 20, b"hello");
+        tab.load_screen(&reply(5, 20, Some(100)), b"hello");
         assert!(tab.parser.screen().contents().starts_with("hello world"));
         tab.feed(b"\x07\x1b]2;vim main.py\x07");
         assert_eq!(tab.take_bells(), 1);
@@ -299,10 +321,41 @@ mod tests {
         assert_eq!(tab.size(), (10, 30));
     }
 
+    /// Lines of history the tab holds now.
+    fn history(tab: &mut ShellTab) -> usize {
+        tab.parser.screen_mut().set_scrollback(usize::MAX);
+        let lines = tab.parser.screen().scrollback();
+        tab.parser.screen_mut().set_scrollback(0);
+        lines
+    }
+
+    #[test]
+    fn a_tab_keeps_as_much_history_as_the_server_keeps() {
+        let many_lines = |tab: &mut ShellTab| {
+            for i in 0..300 {
+                tab.feed(format!("line {i}\r\n").as_bytes());
+            }
+        };
+        let mut tab = ShellTab::new(1, 5, 20);
+        tab.load_screen(&reply(5, 20, Some(40)), b"");
+        many_lines(&mut tab);
+        assert_eq!(history(&mut tab), 40);
+        // Attached again to a server that keeps more: so does the tab.
+        tab.load_screen(&reply(5, 20, Some(200)), b"");
+        many_lines(&mut tab);
+        assert_eq!(history(&mut tab), 200);
+        // An older server says nothing: the tab keeps its own number.
+        let mut tab = ShellTab::new(1, 5, 20);
+        tab.load_screen(&reply(5, 20, None), b"");
+        many_lines(&mut tab);
+        // (300 lines is less than it keeps: all but the screen's are history.)
+        assert_eq!(history(&mut tab), 300 - 4);
+    }
+
     #[test]
     fn an_echo_names_its_row_and_anything_else_every_row() {
         let mut tab = ShellTab::new(1, 5, 20);
-        tab.load_screen(5, 20, b"$ ");
+        tab.load_screen(&reply(5, 20, Some(100)), b"$ ");
         let full = |tab: &ShellTab| {
             let mut fresh = ScreenRows::default();
             fresh.update(tab.parser.screen());
@@ -340,7 +393,7 @@ mod tests {
     #[test]
     fn search_finds_lines_in_history_and_brings_them_into_view() {
         let mut tab = ShellTab::new(1, 5, 30);
-        tab.load_screen(5, 30, b"");
+        tab.load_screen(&reply(5, 30, Some(100)), b"");
         for i in 0..40 {
             tab.feed(format!("line {i}{}\r\n", if i == 7 { " ERROR here" } else { "" }).as_bytes());
         }

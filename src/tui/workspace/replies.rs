@@ -175,7 +175,7 @@ impl App {
                 if let Some(reply) = self.decode::<AttachReply>(value) {
                     let screen = crate::protocol::b64_decode(&reply.screen).unwrap_or_default();
                     if let Some(tab) = self.tabs.iter_mut().find(|t| t.shell == shell) {
-                        tab.load_screen(reply.rows, reply.cols, &screen);
+                        tab.load_screen(&reply, &screen);
                         tab.alive = reply.alive;
                     }
                 }
