@@ -5,26 +5,17 @@
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::layout::Rect;
 
-use rebench::protocol::{AttachReply, ErrorCode, Request, b64_decode};
+use rebench::protocol::{ErrorCode, Request, b64_decode};
+
+#[path = "common/attach.rs"]
+mod attach;
+use attach::attach_reply;
 use rebench::session::Phase;
 use rebench::session::{Event, EventKind, PauseReason};
 use rebench::tui::widgets::shell_tab::ShellTab;
 use rebench::tui::widgets::theme::Theme;
 use rebench::tui::workspace::app::{Action, App, Effect, Overlay, Pending, ReplyError, Screen};
 use rebench::tui::workspace::config::Config;
-
-/// The attach reply of a shell of the pane's size, from a server keeping
-/// its default history.
-fn attach_reply(rows: u16, cols: u16) -> AttachReply {
-    AttachReply {
-        shell: 0,
-        cols,
-        rows,
-        screen: String::new(),
-        alive: true,
-        scrollback_lines: Some(2000),
-    }
-}
 
 fn view_json(state: &str, remaining_s: f64) -> serde_json::Value {
     let budget_s = 7200.0;

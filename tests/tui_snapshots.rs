@@ -8,7 +8,11 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::layout::Rect;
 
-use rebench::protocol::{AttachReply, FinalScore, NoteView, PauseView, ScoreView, SessionView};
+use rebench::protocol::{FinalScore, NoteView, PauseView, ScoreView, SessionView};
+
+#[path = "common/attach.rs"]
+mod attach;
+use attach::attach_reply;
 use rebench::session::{EndReason, PauseReason, ScorePhase};
 use rebench::tui::widgets::shell_tab::ShellTab;
 use rebench::tui::widgets::theme::Theme;
@@ -134,19 +138,6 @@ fn app(view: SessionView, cols: u16, rows: u16) -> App {
     app.now_s = 1000.0;
     app.apply_view(view, &mut Vec::new());
     app
-}
-
-/// The attach reply of a shell of the pane's size, from a server keeping
-/// its default history.
-fn attach_reply(rows: u16, cols: u16) -> AttachReply {
-    AttachReply {
-        shell: 0,
-        cols,
-        rows,
-        screen: String::new(),
-        alive: true,
-        scrollback_lines: Some(2000),
-    }
 }
 
 fn with_shells(mut app: App, count: u32) -> App {
