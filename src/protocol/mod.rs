@@ -21,6 +21,9 @@ pub const PROTOCOL_VERSION: u32 = 1;
 pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 /// Longest line from an admin connection: an `import_run` carries a whole run.
 pub const MAX_ADMIN_LINE_BYTES: usize = 256 * 1024 * 1024;
+/// Most lines of history a server keeps of a shell (the operator's setting
+/// is refused above it), and so most a client keeps whatever a reply says.
+pub const MAX_SCROLLBACK_LINES: usize = 100_000;
 
 /// The id of a request that wants no response (`shell_input`,
 /// `shell_resize` from an interactive client): success is silent, and a

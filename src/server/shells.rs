@@ -10,7 +10,9 @@ use std::time::Duration;
 use chrono::Utc;
 use tokio::sync::mpsc;
 
-use crate::protocol::{AttachMode, AttachReply, Push, ServerLine, ShellInfo, b64_encode};
+use crate::protocol::{
+    AttachMode, AttachReply, MAX_SCROLLBACK_LINES, Push, ServerLine, ShellInfo, b64_encode,
+};
 use crate::sandbox::pty::{PtyShell, ShellExit, ShellSpec};
 use crate::sandbox::pty_io::PtyIo;
 use crate::store::{Chunk, ChunkKind, ShellRecording, Store};
@@ -23,7 +25,6 @@ use super::parsed_screen::{ScreenState, parse_job};
 /// the recording keeps everything. `REBENCH_SCROLLBACK_LINES` sets it.
 pub const SCROLLBACK_VAR: &str = "REBENCH_SCROLLBACK_LINES";
 pub const DEFAULT_SCROLLBACK_LINES: usize = 2_000;
-const MAX_SCROLLBACK_LINES: usize = 100_000;
 
 /// The operator's scrollback setting (read once), else the default.
 pub fn scrollback_lines() -> usize {

@@ -94,7 +94,10 @@ impl ShellTab {
     /// memory a tab takes is then the operator's setting too, and attaching
     /// again gives back all that was there.
     pub fn load_screen(&mut self, reply: &AttachReply, screen: &[u8]) {
-        self.scrollback_lines = reply.scrollback_lines.unwrap_or(FALLBACK_SCROLLBACK_LINES);
+        self.scrollback_lines = reply
+            .scrollback_lines
+            .unwrap_or(FALLBACK_SCROLLBACK_LINES)
+            .min(crate::protocol::MAX_SCROLLBACK_LINES);
         self.parser = new_parser(reply.rows.max(1), reply.cols.max(1), self.scrollback_lines);
         self.feed.reset();
         self.rows.get_mut().changed_all();
@@ -350,6 +353,9 @@ mod tests {
         many_lines(&mut tab);
         // (300 lines is less than it keeps: all but the screen's are history.)
         assert_eq!(history(&mut tab), 300 - 4);
+        // A reply asking for more than any server keeps gets the most.
+        tab.load_screen(&reply(5, 20, Some(usize::MAX)), b"");
+        assert_eq!(tab.scrollback_lines, crate::protocol::MAX_SCROLLBACK_LINES);
     }
 
     #[test]
