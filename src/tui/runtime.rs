@@ -20,7 +20,7 @@ use super::frames::{Frames, PartialFrame};
 use super::pacing::Pacer;
 use super::terminal::{self, drain_queued};
 use crate::client::Client;
-use crate::protocol::Request;
+use crate::protocol::{Request, b64_decode, b64_encode};
 
 /// The shortest time between two frames (~60 fps).
 pub const FRAME_GAP: Duration = Duration::from_millis(16);
@@ -210,16 +210,19 @@ pub async fn run<A: ClientApp>(
         }
         after_input |= actions.iter().any(A::is_input);
         let actions = merged::<A>(actions);
-        let mut exit = None;
+        let mut effects = Vec::new();
         for action in actions {
             app.set_now(now());
-            let effects = app.update(action);
-            // Keystrokes go out now, not at the next frame.
-            if let Some(e) = perform::<A>(&mut conn, effects).await? {
-                exit = Some(e);
+            let produced = app.update(action);
+            let exits = produced.iter().any(|e| matches!(e, Effect::Exit(_)));
+            effects.extend(produced);
+            if exits {
                 break;
             }
         }
+        // Keystrokes go out now, not at the next frame; keys read together
+        // go out as one input.
+        let exit = perform::<A>(&mut conn, coalesce_input(effects)).await?;
         if let Some(e) = exit.and_then(|e| app.leaving(e)) {
             break Ending::App(e);
         }
@@ -266,6 +269,39 @@ fn merged<A: ClientApp>(actions: Vec<A::Action>) -> Vec<A::Action> {
     out
 }
 
+/// `effects` with each run of input for one shell made one input, in order.
+/// Keys read from the terminal at once (a fast typist, a terminal that
+/// sends a word at a time, a key held down) were one request each: the
+/// server woke and wrote to the shell once per byte, and readline echoed
+/// byte by byte, each echo a frame of its own.
+fn coalesce_input<P, X>(effects: Vec<Effect<P, X>>) -> Vec<Effect<P, X>> {
+    let mut out: Vec<Effect<P, X>> = Vec::with_capacity(effects.len());
+    for effect in effects {
+        if let (
+            Some(Effect::Post(Request::ShellInput {
+                session,
+                shell,
+                data,
+            })),
+            Effect::Post(Request::ShellInput {
+                session: next_session,
+                shell: next_shell,
+                data: more,
+            }),
+        ) = (out.last_mut(), &effect)
+            && *session == *next_session
+            && *shell == *next_shell
+            && let (Ok(mut bytes), Ok(more)) = (b64_decode(data), b64_decode(more))
+        {
+            bytes.extend_from_slice(&more);
+            *data = b64_encode(&bytes);
+            continue;
+        }
+        out.push(effect);
+    }
+    out
+}
+
 /// `at_s` seconds after `started`, as a tokio instant.
 fn at(started: Instant, at_s: Option<f64>) -> tokio::time::Instant {
     (started + Duration::from_secs_f64(at_s.unwrap_or(0.0).max(0.0))).into()
@@ -294,4 +330,72 @@ async fn perform<A: ClientApp>(
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Effects = Vec<Effect<&'static str, ()>>;
+
+    fn input(shell: u32, bytes: &[u8]) -> Effect<&'static str, ()> {
+        Effect::Post(Request::ShellInput {
+            session: "s".into(),
+            shell,
+            data: b64_encode(bytes),
+        })
+    }
+
+    fn show() -> Effect<&'static str, ()> {
+        Effect::Send(
+            "show",
+            Request::Show {
+                session: "s".into(),
+            },
+        )
+    }
+
+    #[test]
+    fn keys_read_together_go_out_as_one_input_per_run_in_order() {
+        let effects: Effects = vec![
+            input(1, b"ls"),
+            input(1, b" -l"),
+            input(1, b"\r"),
+            input(2, b"top"),
+            input(2, b"\r"),
+            show(),
+            input(2, b"q"),
+            input(1, b"x"),
+        ];
+        let out = coalesce_input(effects);
+        assert_eq!(
+            out,
+            vec![
+                input(1, b"ls -l\r"),
+                input(2, b"top\r"),
+                show(),
+                input(2, b"q"),
+                input(1, b"x"),
+            ]
+        );
+    }
+
+    #[test]
+    fn input_of_another_session_or_anything_else_is_left_as_it_is() {
+        let other = Effect::Post(Request::ShellInput {
+            session: "t".into(),
+            shell: 1,
+            data: b64_encode(b"b"),
+        });
+        let effects: Effects = vec![
+            input(1, b"a"),
+            other.clone(),
+            Effect::Bell,
+            Effect::Exit(()),
+        ];
+        assert_eq!(
+            coalesce_input(effects),
+            vec![input(1, b"a"), other, Effect::Bell, Effect::Exit(())]
+        );
+    }
 }
