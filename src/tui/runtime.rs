@@ -275,31 +275,43 @@ fn merged<A: ClientApp>(actions: Vec<A::Action>) -> Vec<A::Action> {
 /// server woke and wrote to the shell once per byte, and readline echoed
 /// byte by byte, each echo a frame of its own.
 fn coalesce_input<P, X>(effects: Vec<Effect<P, X>>) -> Vec<Effect<P, X>> {
-    let mut out: Vec<Effect<P, X>> = Vec::with_capacity(effects.len());
+    let mut out = Vec::with_capacity(effects.len());
+    // The run being gathered: whose input it is, and its bytes so far
+    // (each input decoded once, each run encoded once).
+    let mut run: Option<(String, u32, Vec<u8>)> = None;
     for effect in effects {
-        if let (
-            Some(Effect::Post(Request::ShellInput {
-                session,
-                shell,
-                data,
-            })),
-            Effect::Post(Request::ShellInput {
-                session: next_session,
-                shell: next_shell,
-                data: more,
-            }),
-        ) = (out.last_mut(), &effect)
-            && *session == *next_session
-            && *shell == *next_shell
-            && let (Ok(mut bytes), Ok(more)) = (b64_decode(data), b64_decode(more))
+        if let Effect::Post(Request::ShellInput {
+            session,
+            shell,
+            data,
+        }) = &effect
+            && let Ok(bytes) = b64_decode(data)
         {
-            bytes.extend_from_slice(&more);
-            *data = b64_encode(&bytes);
+            match &mut run {
+                Some((of, at, gathered)) if of == session && at == shell => {
+                    gathered.extend_from_slice(&bytes);
+                }
+                _ => {
+                    out.extend(run.take().map(input_effect));
+                    run = Some((session.clone(), *shell, bytes));
+                }
+            }
             continue;
         }
+        out.extend(run.take().map(input_effect));
         out.push(effect);
     }
+    out.extend(run.map(input_effect));
     out
+}
+
+/// A gathered run of input as the effect that sends it.
+fn input_effect<P, X>((session, shell, bytes): (String, u32, Vec<u8>)) -> Effect<P, X> {
+    Effect::Post(Request::ShellInput {
+        session,
+        shell,
+        data: b64_encode(&bytes),
+    })
 }
 
 /// `at_s` seconds after `started`, as a tokio instant.
