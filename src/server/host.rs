@@ -221,19 +221,25 @@ impl Host {
     /// Starts or stops the clock. Call only while holding `live`.
     pub fn set_clock_running(&self, _live: &MutexGuard<'_, Live>, running: bool) -> u64 {
         let now = self.clock.now_ms();
-        let mut clock = self.clock_guard();
-        if running {
-            clock.start(now);
-            clock.active_ms(now)
-        } else {
-            clock.stop(now)
-        }
+        let active = {
+            let mut clock = self.clock_guard();
+            if running {
+                clock.start(now);
+                clock.active_ms(now)
+            } else {
+                clock.stop(now)
+            }
+        };
+        self.wake.notify_one();
+        active
     }
 
     /// Stops the clock at no more than the budget. Call only while holding `live`.
     pub fn stop_clock_capped(&self, live: &MutexGuard<'_, Live>) -> u64 {
         let now = self.clock.now_ms();
-        self.clock_guard().stop_capped(now, live.state.budget_ms)
+        let active = self.clock_guard().stop_capped(now, live.state.budget_ms);
+        self.wake.notify_one();
+        active
     }
 
     /// Appends an event durably at the current active time and applies it
@@ -266,9 +272,15 @@ impl Host {
             self.note_store_fault(live, &e.to_string());
             return Err(OpError::internal(format!("could not save the event: {e}")));
         }
+        let before = TimerInputs::of(&live.state);
         live.state.apply(&event);
         let _ = self.events.send((self.meta.id.clone(), event.clone()));
-        self.wake.notify_one();
+        // Only what the budget timer waits on wakes it: an agent's command
+        // each woke it for nothing (a check of the workspace, of the disk
+        // and, for containers, of the sandbox, per command).
+        if TimerInputs::of(&live.state) != before {
+            self.wake.notify_one();
+        }
         Ok(event)
     }
 
@@ -372,6 +384,27 @@ impl Drop for ScoringMark<'_> {
     }
 }
 
+/// What the budget timer (`hub::budget::run_timer`) decides from: the
+/// phase, the budget and the warnings given. An event that changes none
+/// of them does not wake it; the clock starting or stopping does
+/// (`set_clock_running`).
+#[derive(PartialEq)]
+struct TimerInputs {
+    phase: crate::session::Phase,
+    budget_ms: u64,
+    warnings: usize,
+}
+
+impl TimerInputs {
+    fn of(state: &SessionState) -> TimerInputs {
+        TimerInputs {
+            phase: state.phase(),
+            budget_ms: state.budget_ms,
+            warnings: state.warned_s.len(),
+        }
+    }
+}
+
 tokio::task_local! {
     /// The admin behind the request being handled (see `conn`): events
     /// appended while handling it carry it.
@@ -380,4 +413,72 @@ tokio::task_local! {
 
 fn current_origin() -> Option<crate::session::Origin> {
     ORIGIN.try_with(Clone::clone).ok().flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::PauseReason;
+
+    fn apply(state: &mut SessionState, kind: EventKind) -> bool {
+        let before = TimerInputs::of(state);
+        let event = Event {
+            seq: state.next_seq(),
+            at: Utc::now(),
+            active_ms: 0,
+            origin: None,
+            kind,
+        };
+        state.apply(&event);
+        TimerInputs::of(state) != before
+    }
+
+    #[test]
+    fn only_what_the_budget_depends_on_wakes_its_timer() {
+        let by = || "p".to_string();
+        let mut state = SessionState::new(60_000);
+        assert!(apply(&mut state, EventKind::Started { by: by() }));
+        // A session's everyday events leave the timer asleep.
+        assert!(!apply(&mut state, EventKind::ShellOpened { shell: 0 }));
+        assert!(!apply(
+            &mut state,
+            EventKind::Note {
+                text: "n".into(),
+                by: by()
+            }
+        ));
+        assert!(!apply(
+            &mut state,
+            EventKind::ShellExited {
+                shell: 0,
+                code: Some(0),
+                signal: None
+            }
+        ));
+        // A pause, a resume, an extension and a warning each wake it.
+        assert!(apply(
+            &mut state,
+            EventKind::Paused {
+                reason: PauseReason::Break,
+                by: by(),
+                note: None
+            }
+        ));
+        assert!(apply(&mut state, EventKind::Resumed { by: by() }));
+        assert!(apply(
+            &mut state,
+            EventKind::Extended {
+                by_ms: 1000,
+                reason: "r".into(),
+                by: by()
+            }
+        ));
+        assert!(apply(
+            &mut state,
+            EventKind::Warning {
+                threshold_s: 60,
+                remaining_s: 59
+            }
+        ));
+    }
 }
