@@ -8,17 +8,17 @@
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use ratatui::Frame;
 use ratatui::buffer::Buffer;
 use ratatui::crossterm::event::Event;
 use ratatui::layout::Rect;
-use ratatui::{DefaultTerminal, Frame};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::{MissedTickBehavior, interval, sleep_until};
 
 use super::connection::{Connection, Incoming, Routed};
 use super::frames::{Frames, PartialFrame};
 use super::pacing::Pacer;
-use super::terminal::{self, drain_queued};
+use super::terminal::{self, Screen, drain_queued};
 use crate::client::Client;
 use crate::protocol::{Request, b64_decode, b64_encode};
 
@@ -136,7 +136,7 @@ pub enum Ending<X> {
 /// ends it. `reopen` makes a new client after the server was lost (it must
 /// never start a server: the operator decides when it comes back).
 pub async fn run<A: ClientApp>(
-    mut terminal: DefaultTerminal,
+    mut terminal: Screen,
     mut app: A,
     client: Client,
     mut reopen: impl AsyncFnMut() -> anyhow::Result<Client>,
@@ -245,6 +245,7 @@ pub async fn run<A: ClientApp>(
                 if !partly {
                     frames.full(&mut terminal, |frame| app.draw(frame))?;
                 }
+                terminal::show(&mut terminal)?;
                 app.drawn();
                 after_input = false;
                 pacer.drawn(Instant::now(), gap);

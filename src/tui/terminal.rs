@@ -6,12 +6,14 @@ use std::collections::VecDeque;
 use std::io::Write;
 use std::time::Duration;
 
-use ratatui::DefaultTerminal;
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::event::{
     self, DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
     Event,
 };
 use ratatui::crossterm::execute;
+use ratatui::crossterm::terminal::{EnterAlternateScreen, enable_raw_mode};
 use tokio::io::unix::AsyncFd;
 
 /// Restores the terminal when dropped.
@@ -20,17 +22,20 @@ pub struct TerminalGuard {
 }
 
 impl TerminalGuard {
-    /// Takes over the terminal. ratatui's init installs a panic hook that
-    /// restores raw mode and the screen; ours adds the input modes.
-    pub fn enter(mouse: bool) -> std::io::Result<(TerminalGuard, DefaultTerminal)> {
-        let terminal = ratatui::try_init()?;
-        let guard = TerminalGuard { mouse };
+    /// Takes over the terminal: raw mode, the alternate screen, and a
+    /// panic hook that gives all of it back before the panic is reported.
+    pub fn enter(mouse: bool) -> std::io::Result<(TerminalGuard, Screen)> {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             disable_input_modes(mouse);
+            ratatui::restore();
             previous(info);
         }));
+        let guard = TerminalGuard { mouse };
+        enable_raw_mode()?;
         let mut out = std::io::stdout();
+        execute!(out, EnterAlternateScreen)?;
+        let terminal = Terminal::new(CrosstermBackend::new(FrameOut::new()?))?;
         execute!(out, EnableBracketedPaste)?;
         if mouse {
             execute!(out, EnableMouseCapture)?;
@@ -53,6 +58,79 @@ fn disable_input_modes(mouse: bool) {
     }
     let _ = execute!(out, DisableBracketedPaste);
     let _ = out.flush();
+}
+
+/// The terminal a UI draws on: everything a frame writes (its cells, the
+/// cursor's place and look) goes out in one write.
+pub type Screen = Terminal<CrosstermBackend<FrameOut>>;
+
+/// A frame's bytes, held until `commit`. ratatui flushes its backend
+/// several times a frame (after the cells, after each cursor command), and
+/// Rust's stdout writes whatever passes through it in lines of at most
+/// 1 KiB: a 200×50 frame went out in five or more writes, each a wake-up
+/// of the terminal reading them (tmux redrew half frames), and a key's
+/// echo in two. Holding them makes a frame one write, seen whole.
+pub struct FrameOut {
+    out: std::fs::File,
+    held: Vec<u8>,
+}
+
+/// Held bytes are written at once past this (a frame is far smaller).
+const FRAME_OUT_LIMIT: usize = 4 << 20;
+
+impl FrameOut {
+    /// Writes to this process's stdout (its own descriptor of it, so that
+    /// Rust's line buffer is not in the way).
+    pub fn new() -> std::io::Result<FrameOut> {
+        use std::os::fd::AsFd;
+        let out = std::io::stdout().as_fd().try_clone_to_owned()?;
+        Ok(FrameOut::to(out.into()))
+    }
+
+    /// Writes to `out`.
+    pub fn to(out: std::fs::File) -> FrameOut {
+        FrameOut {
+            out,
+            held: Vec::new(),
+        }
+    }
+
+    /// Writes what the frame held.
+    pub fn commit(&mut self) -> std::io::Result<()> {
+        if self.held.is_empty() {
+            return Ok(());
+        }
+        let written = self.out.write_all(&self.held);
+        self.held.clear();
+        written
+    }
+}
+
+impl Write for FrameOut {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.held.extend_from_slice(bytes);
+        if self.held.len() > FRAME_OUT_LIMIT {
+            self.commit()?;
+        }
+        Ok(bytes.len())
+    }
+
+    /// Holds on: the frame is written by `commit`.
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for FrameOut {
+    fn drop(&mut self) {
+        // The terminal's last words (showing the cursor again).
+        let _ = self.commit();
+    }
+}
+
+/// Writes what the last frame drew.
+pub fn show(terminal: &mut Screen) -> std::io::Result<()> {
+    terminal.backend_mut().writer_mut().commit()
 }
 
 /// Rings the real terminal's bell.
@@ -221,8 +299,97 @@ pub fn drain_queued<T, A, I: IntoIterator<Item = A>>(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::fd::AsFd;
+
     #[test]
     fn clipboard_text_goes_out_as_osc_52() {
         assert_eq!(super::osc52("hi\n"), "\x1b]52;c;aGkK\x07");
+    }
+
+    /// A screen writing into a pipe, and the pipe's other end (not blocking).
+    fn piped_screen(width: u16, height: u16) -> (Screen, std::io::PipeReader) {
+        let (reader, writer) = std::io::pipe().unwrap();
+        use std::os::fd::AsRawFd;
+        let fd = reader.as_fd().as_raw_fd();
+        // SAFETY: fcntl on a descriptor we own, with integer arguments.
+        unsafe {
+            libc::fcntl(
+                fd,
+                libc::F_SETFL,
+                libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK,
+            )
+        };
+        let out = FrameOut::to(std::fs::File::from(std::os::fd::OwnedFd::from(writer)));
+        let viewport = ratatui::Viewport::Fixed(ratatui::layout::Rect::new(0, 0, width, height));
+        let terminal = Terminal::with_options(
+            CrosstermBackend::new(out),
+            ratatui::TerminalOptions { viewport },
+        )
+        .unwrap();
+        (terminal, reader)
+    }
+
+    /// One read of what is in the pipe now (empty when nothing is).
+    fn one_read(reader: &mut std::io::PipeReader) -> Vec<u8> {
+        let mut buf = vec![0u8; 1 << 20];
+        match reader.read(&mut buf) {
+            Ok(n) => buf.truncate(n),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => buf.clear(),
+            Err(e) => panic!("{e}"),
+        }
+        buf
+    }
+
+    #[test]
+    fn a_frame_goes_out_whole_in_one_write_when_shown() {
+        let (mut screen, mut reader) = piped_screen(200, 50);
+        let text = "x".repeat(200);
+        screen
+            .draw(|frame| {
+                let area = frame.area();
+                frame.render_widget(
+                    ratatui::widgets::Paragraph::new(vec![text.as_str().into(); 50]),
+                    area,
+                );
+                frame.set_cursor_position((7, 3));
+            })
+            .unwrap();
+        // ratatui flushed its backend several times: nothing went out yet.
+        assert!(one_read(&mut reader).is_empty());
+        show(&mut screen).unwrap();
+        let frame = String::from_utf8(one_read(&mut reader)).unwrap();
+        assert_eq!(frame.matches('x').count(), 200 * 50);
+        // The cursor's place and look came in the same write, last.
+        assert!(
+            frame.ends_with("\x1b[4;8H"),
+            "{:?}",
+            &frame[frame.len() - 20..]
+        );
+        assert!(frame.contains("\x1b[?25h"));
+        // Nothing is written twice.
+        show(&mut screen).unwrap();
+        assert!(one_read(&mut reader).is_empty());
+    }
+
+    #[test]
+    fn held_bytes_go_out_past_the_limit_and_when_dropped() {
+        let (reader, writer) = std::io::pipe().unwrap();
+        let mut out = FrameOut::to(std::fs::File::from(std::os::fd::OwnedFd::from(writer)));
+        let reading = std::thread::spawn(move || {
+            let mut reader = reader;
+            let mut all = Vec::new();
+            reader.read_to_end(&mut all).unwrap();
+            all.len()
+        });
+        let chunk = vec![b'y'; 1 << 20];
+        for _ in 0..5 {
+            out.write_all(&chunk).unwrap();
+            out.flush().unwrap();
+        }
+        assert!(out.held.len() <= FRAME_OUT_LIMIT, "{}", out.held.len());
+        drop(out);
+        assert_eq!(reading.join().unwrap(), 5 << 20);
     }
 }

@@ -75,13 +75,14 @@ pub fn play(timeline: Timeline, options: PlayerOptions) -> anyhow::Result<()> {
 }
 
 fn event_loop(
-    terminal: &mut ratatui::DefaultTerminal,
+    terminal: &mut crate::tui::terminal::Screen,
     state: &mut PlayerState,
 ) -> anyhow::Result<()> {
     let mut last = Instant::now();
     let input = crate::tui::terminal::input_fd().context("cannot read the terminal")?;
     while !state.quit {
         terminal.draw(|frame| draw(state, frame))?;
+        crate::tui::terminal::show(terminal)?;
         let wait = if state.playing {
             FRAME
         } else {
