@@ -335,8 +335,8 @@ echo '{"raw": 1.0}'
 }
 
 /// A container killed from outside pauses its session with the cause
-/// (`technical_issue`), instead of spending budget; resuming starts it
-/// again, with the workspace as it was.
+/// (`technical_issue`) as soon as the engine says it died, instead of
+/// spending budget; resuming starts it again, with the workspace as it was.
 #[tokio::test]
 async fn a_container_killed_from_outside_pauses_its_session() {
     if !docker_works("the docker backend tests") {
@@ -346,6 +346,7 @@ async fn a_container_killed_from_outside_pauses_its_session() {
     let server = docker_server();
     let id = running_session(&server).await;
     server.exec(&id, "echo kept > note.txt").await;
+    let killed_at = std::time::Instant::now();
     let killed = std::process::Command::new("docker")
         .args(["kill", &format!("rebench-{id}")])
         .output()
@@ -363,6 +364,12 @@ async fn a_container_killed_from_outside_pauses_its_session() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         view = server.show(&id).await;
     }
+    // The engine's events said so: the periodic check comes every 30 s.
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(5),
+        "the pause took {:?}",
+        killed_at.elapsed()
+    );
     assert_eq!(
         view.pause_reason,
         Some(PauseReason::TechnicalIssue),

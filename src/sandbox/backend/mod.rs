@@ -107,7 +107,16 @@ pub trait Sandbox: Send + Sync {
     fn check_every(&self) -> Option<std::time::Duration> {
         None
     }
+    /// Resolves when the environment may just have failed (its engine
+    /// said so): `check` is then asked at once, and this asked again for
+    /// the next time. None: only `check_every` finds failures.
+    fn failure_signal(&self) -> Option<FailureSignal> {
+        None
+    }
 }
+
+/// See `Sandbox::failure_signal`.
+pub type FailureSignal = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// How sessions' sandboxes are made on this server: the pieces every
 /// backend may need.

@@ -175,6 +175,9 @@ fn until_next_beat(since_origin: Duration, every: Duration) -> Duration {
 }
 
 pub async fn run_timer(hub: Arc<Hub>, host: Arc<Host>) {
+    // The engine's word that the sandbox may have failed (a container
+    // killed from outside) wakes the timer, which checks at once.
+    let mut failure = host.sandbox.failure_signal();
     loop {
         if let Some(fault) = host.store_fault() {
             if recover_from_store_fault(&hub, &host, &fault).await {
@@ -255,7 +258,16 @@ pub async fn run_timer(hub: Arc<Hub>, host: Arc<Host>) {
         tokio::select! {
             _ = tokio::time::sleep(nap) => {}
             _ = host.wake.notified() => {}
+            _ = signalled(&mut failure) => failure = host.sandbox.failure_signal(),
         }
+    }
+}
+
+/// Resolves when `failure` does; never without one.
+async fn signalled(failure: &mut Option<crate::sandbox::backend::FailureSignal>) {
+    match failure {
+        Some(signal) => signal.await,
+        None => std::future::pending().await,
     }
 }
 
