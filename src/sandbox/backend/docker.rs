@@ -12,7 +12,7 @@ use std::sync::Mutex;
 
 use bollard::exec::{CreateExecOptions, StartExecResults};
 use bollard::models::{ContainerCreateBody, DeviceRequest, HostConfig};
-use bollard::query_parameters::{CreateContainerOptions, EventsOptions, RemoveContainerOptions};
+use bollard::query_parameters::{CreateContainerOptions, RemoveContainerOptions};
 use futures_util::StreamExt;
 
 use crate::environment::hardware::Grant;
@@ -431,28 +431,8 @@ impl Sandbox for Docker {
     }
 
     fn failure_signal(&self) -> Option<super::FailureSignal> {
-        let client = self.engine.client.clone();
-        let filters = HashMap::from([
-            ("type".to_string(), vec!["container".to_string()]),
-            ("container".to_string(), vec![self.name()]),
-            (
-                "event".to_string(),
-                ["die", "oom", "destroy"].map(String::from).to_vec(),
-            ),
-        ]);
-        Some(Box::pin(async move {
-            let options = EventsOptions {
-                filters: Some(filters),
-                ..Default::default()
-            };
-            let mut events = client.events(Some(options));
-            // The first event is the news. A stream that failed or ended
-            // (the engine went away) is asked again a little later: the
-            // check in between finds what it missed.
-            if !matches!(events.next().await, Some(Ok(_))) {
-                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-            }
-        }))
+        let died = crate::sandbox::docker::events::died(&self.engine, self.name())?;
+        Some(Box::pin(died))
     }
 
     fn stop(&self) {

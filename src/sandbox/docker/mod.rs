@@ -3,6 +3,7 @@
 //! builds without a registry, and running async engine calls from the
 //! server's blocking sandbox methods.
 
+pub mod events;
 pub mod image;
 
 use std::future::Future;
