@@ -392,6 +392,38 @@ async fn a_container_killed_from_outside_pauses_its_session() {
     assert!(server.cli(&["end", &id]).status.success());
 }
 
+/// A participant cannot buy paused time with the engine's events: a
+/// process of theirs killed for memory is an `oom` event for the container,
+/// which wakes the session's check at once, but the container still runs,
+/// so the session and its clock go on.
+#[tokio::test]
+async fn a_participant_killed_for_memory_does_not_pause_the_session() {
+    if !docker_works("the docker backend tests") {
+        return;
+    }
+    base_image();
+    let server = docker_server();
+    // The fixture grants 0.1 GB: one line that never ends outgrows it in tail.
+    let (_dir, env) = fixture_env(|t| t);
+    let session = server.create_running(&env, Some(3600)).await;
+    let hog = server
+        .exec(
+            &session.id,
+            "head -c 400000000 /dev/zero | tail > /dev/null",
+        )
+        .await;
+    assert_ne!(hog.exit_code, Some(0), "{hog:?}");
+    // Time for the event, the check and any pause it would make.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let view = server.show(&session.id).await;
+    assert_eq!(view.state, Phase::Running, "{view:?}");
+    assert_eq!(
+        server.exec(&session.id, "echo on").await.stdout.trim(),
+        "on"
+    );
+    assert!(server.cli(&["end", &session.id]).status.success());
+}
+
 /// `[sandbox]`: an environment may give its containers the engine's
 /// network, and name an image the engine holds; one it lacks is named,
 /// with the host, when a process would start.

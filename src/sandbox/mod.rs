@@ -22,7 +22,7 @@ pub mod spawner;
 
 mod capture;
 mod procfs;
-mod sys;
+pub(crate) mod sys;
 
 /// The environment variable name every session marker uses.
 pub const MARKER_KEY: &str = "REBENCH_SANDBOX";

@@ -447,6 +447,22 @@ mod tests {
                 by: by()
             }
         ));
+        // An agent's command above all: each one woke it.
+        assert!(!apply(
+            &mut state,
+            EventKind::Exec(Box::new(crate::session::event::ExecRecord {
+                command: "true".into(),
+                cwd: "/w".into(),
+                exit_code: Some(0),
+                signal: None,
+                timed_out: false,
+                duration_ms: 2,
+                stdout: String::new(),
+                stderr: String::new(),
+                stdout_truncated: false,
+                stderr_truncated: false,
+            }))
+        ));
         assert!(!apply(
             &mut state,
             EventKind::ShellExited {

@@ -311,16 +311,7 @@ mod tests {
     /// A screen writing into a pipe, and the pipe's other end (not blocking).
     fn piped_screen(width: u16, height: u16) -> (Screen, std::io::PipeReader) {
         let (reader, writer) = std::io::pipe().unwrap();
-        use std::os::fd::AsRawFd;
-        let fd = reader.as_fd().as_raw_fd();
-        // SAFETY: fcntl on a descriptor we own, with integer arguments.
-        unsafe {
-            libc::fcntl(
-                fd,
-                libc::F_SETFL,
-                libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK,
-            )
-        };
+        crate::sandbox::sys::set_nonblocking(reader.as_fd(), true).unwrap();
         let out = FrameOut::to(std::fs::File::from(std::os::fd::OwnedFd::from(writer)));
         let viewport = ratatui::Viewport::Fixed(ratatui::layout::Rect::new(0, 0, width, height));
         let terminal = Terminal::with_options(
@@ -389,7 +380,10 @@ mod tests {
             out.flush().unwrap();
         }
         assert!(out.held.len() <= FRAME_OUT_LIMIT, "{}", out.held.len());
+        // What is held when the writer goes goes out then.
+        out.write_all(b"bye").unwrap();
+        assert_eq!(out.held.len(), 3);
         drop(out);
-        assert_eq!(reading.join().unwrap(), 5 << 20);
+        assert_eq!(reading.join().unwrap(), (5 << 20) + 3);
     }
 }
