@@ -1,7 +1,8 @@
 //! The bundled optimize-kernel environment, smoke profile (CPU): it
 //! validates, `prepare` builds its torch venv, and the real scorer, run the
-//! way the server runs it, scores the starting solution ~0, the reference
-//! ~1, and wrong solutions and protected-file changes as invalid.
+//! way the server runs it, times the reference about one normalized unit
+//! above the starting solution (in the same run, so on any machine's
+//! speed), and scores wrong solutions and protected-file changes as invalid.
 //!
 //! The preparation goes to `$REBENCH_TORCH_TEST_DATA` or else
 //! `target/tmp/torch-envs`, the data dir shared by all torch environment
@@ -20,7 +21,7 @@ use rebench::environment::{Environment, ScoringPlan, validate};
 use rebench::scoring::{ScorerOutcome, protected};
 use std::path::{Path, PathBuf};
 
-use common::torch_env::{self, PROFILE, loud};
+use common::torch_env::{self, PROFILE, loud, measured_span};
 
 fn env_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("environments/optimize-kernel")
@@ -60,30 +61,27 @@ fn smoke_plan(env: &Environment) -> ScoringPlan {
     env.scoring(Some(PROFILE)).unwrap()
 }
 
-/// Scores `ws` (valid required); on a noisy machine a second try may be
-/// needed to meet `good_enough`, as a participant would simply score again.
-fn best_normalized(
+/// Scores `ws` (valid required) up to four times until `good_enough(raw)`:
+/// a busy 2-core machine slows single runs by a third, and a participant
+/// would simply score again. The fastest run is kept (a runtime: lower is
+/// better).
+fn fastest_raw(
     plan: &ScoringPlan,
     ready: &Prepared,
     ws: &Path,
     good_enough: impl Fn(f64) -> bool,
-) -> (f64, f64) {
+) -> f64 {
     let hashes = protected::hash_files(ws, &plan.protected).unwrap();
-    let mut best: Option<(f64, f64)> = None;
-    // Up to four runs: a busy 2-core machine slows single runs by a third.
+    let mut fastest = f64::INFINITY;
     for _ in 0..4 {
         let outcome = score(plan, ready, ws, &hashes, &[]);
         assert!(outcome.valid, "{outcome:#?}");
-        let raw = outcome.raw.unwrap();
-        let normalized = plan.normalizer.normalize(raw).unwrap();
-        if best.is_none_or(|(_, n)| normalized > n) {
-            best = Some((raw, normalized));
-        }
-        if good_enough(normalized) {
+        fastest = fastest.min(outcome.raw.unwrap());
+        if good_enough(fastest) {
             break;
         }
     }
-    best.unwrap()
+    fastest
 }
 
 #[test]
@@ -109,40 +107,44 @@ fn bundled_environment_validates() {
     assert_eq!(prepare.requirements.as_deref(), Some("requirements.txt"));
 }
 
+/// The manifest's smoke values are absolute times from one machine, and a
+/// faster or slower one moves both solutions' normalized scores (CI once
+/// timed the start at 20.8 ms against the manifest's 28.1: 0.41, not ~0).
+/// Sessions get this machine's own values from per-machine calibration
+/// (env_calibration tests that path); what this test holds, whatever the
+/// machine's speed, is the ratio of the two measured in the same run: the
+/// reference lies about one normalized unit above the start.
 #[test]
-fn starting_scores_about_zero_and_reference_about_one() {
+fn the_reference_scores_about_one_above_the_start_on_any_machine() {
     let Some(ready) = prepared() else { return };
     let env = environment();
     let plan = smoke_plan(&env);
 
     let (_a, start_ws) = workspace(&env, false);
-    let (start_raw, start) = best_normalized(&plan, ready, &start_ws, |_| true);
+    let start_raw = fastest_raw(&plan, ready, &start_ws, |_| true);
     assert!(!start_ws.join("__pycache__").exists());
     let (_b, ref_ws) = workspace(&env, true);
-    let (ref_raw, reference) = best_normalized(&plan, ready, &ref_ws, |n| n >= 0.6);
+    let ref_raw = fastest_raw(&plan, ready, &ref_ws, |raw| {
+        measured_span(&plan, start_raw, raw) >= 0.7
+    });
+    let span = measured_span(&plan, start_raw, ref_raw);
     loud(&format!(
-        "optimize-kernel smoke: starting {start_raw:.2} ms (normalized {start:.3}), \
-         reference {ref_raw:.2} ms (normalized {reference:.3})"
+        "optimize-kernel smoke: starting {start_raw:.2} ms, reference {ref_raw:.2} ms: \
+         span {span:.3} in the manifest's units (normalized against its values: \
+         {:.3} and {:.3})",
+        plan.normalizer.normalize(start_raw).unwrap(),
+        plan.normalizer.normalize(ref_raw).unwrap(),
     ));
     // Manifest: starting 28.1 ms, reference 13.5 ms (medians of 5; timed
     // from outside with the round trip kept, OPTIMIZE_KERNEL_BASELINE =
-    // "keep", so the ratio is about 2, not the kernels' 5). The bounds leave
-    // room for a busier CI machine; slower than the start clips to 0. A
-    // loaded 2-core machine measured the reference at 0.697 once and 0.578
-    // (18.4 ms against the manifest's 13.5) another time, in CI with the
-    // other core busy: these are absolute times against the manifest's, so
-    // the floor is 0.5, and what does not depend on the machine's speed is
-    // checked below: the reference is clearly faster than the start, measured
-    // in the same run.
+    // "keep", so the ratio is about 2, not the kernels' 5). CI's machine
+    // measured 20.8 and 9.53 ms: span 1.06. The floor, 0.55, is the
+    // reference 1.5x faster than the start in the same run, which loaded
+    // 2-core machines met in every CI run so far; the ceiling is a 3.7x ratio.
     assert!(
-        start <= 0.3,
-        "starting solution normalized {start} ({start_raw} ms)"
+        (0.55..=1.8).contains(&span),
+        "span {span}: starting {start_raw} ms, reference {ref_raw} ms"
     );
-    assert!(
-        reference >= 0.5,
-        "reference normalized {reference} ({ref_raw} ms)"
-    );
-    assert!(ref_raw * 1.5 < start_raw, "{ref_raw} vs {start_raw}");
 }
 
 #[test]

@@ -1,11 +1,11 @@
 //! The bundled optimize-llm-foundry environment, smoke profile (CPU): it
 //! validates, `prepare` makes its tiny base model, data and hidden reference
 //! weights, and the real scorer, run the way the server runs it, times the
-//! starting finetune.sh (~0 normalized) and the reference solution (~1,
-//! clearly faster), and rejects, each with its reason: a script that changes
-//! the computation (L1 over the tolerance), one that ignores finetune.yaml's
-//! options (the config probe), one that leaves no trained_model/, a failing
-//! one, and changed provided or protected files. The scorer gives
+//! starting finetune.sh and the reference solution (about one normalized
+//! unit faster, in the same run), and rejects, each with its reason: a
+//! script that changes the computation (L1 over the tolerance), one that
+//! ignores finetune.yaml's options (the config probe), one that leaves no
+//! trained_model/, a failing one, and changed provided or protected files. The scorer gives
 //! finetune.sh none of rebench's variables (no REBENCH_PREPARED).
 //!
 //! A session workspace is the environment's `workspace/` with the
@@ -16,9 +16,9 @@
 //! without network for the torch venv the tests print "SKIPPED: ..." and
 //! pass, unless `REBENCH_REQUIRE_TORCH=1`.
 //!
-//! Timing on a shared CI machine is noisy, so the bounds on normalized
-//! scores are wide; what must hold firmly is that the reference is valid and
-//! clearly faster than the starting script.
+//! Timing on a shared CI machine is noisy and its speed is not ours, so
+//! the bound on the span is wide; what must hold firmly is that the
+//! reference is valid and clearly faster than the starting script.
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
 
@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::torch_env::{self, PROFILE, invalid_error, loud, session_workspace};
+use common::torch_env::{self, PROFILE, invalid_error, loud, measured_span, session_workspace};
 
 fn env_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("environments/optimize-llm-foundry")
@@ -56,7 +56,7 @@ fn score(
 }
 
 /// The smoke plan with one timed run per score (the profile's three are
-/// tested once, in `starting_scores_about_zero_and_reference_about_one`).
+/// tested once, in `the_reference_scores_about_one_above_the_start_on_any_machine`).
 fn smoke_plan(env: &Environment) -> ScoringPlan {
     let mut plan = env.scoring(Some(PROFILE)).unwrap();
     plan.env
@@ -123,7 +123,7 @@ fn bundled_environment_validates() {
 }
 
 #[test]
-fn starting_scores_about_zero_and_reference_about_one() {
+fn the_reference_scores_about_one_above_the_start_on_any_machine() {
     let Some(ready) = prepared() else { return };
     let env = environment();
     let plan = env.scoring(Some(PROFILE)).unwrap();
@@ -165,16 +165,17 @@ fn starting_scores_about_zero_and_reference_about_one() {
     // The reference solution differs by float rounding only, well inside.
     assert!(l1(&reference, "l1") < tol / 10.0);
     assert!(l1(&reference, "probe_l1") < tol / 10.0);
-    // Timing: the reference must be clearly faster; the normalized scores
-    // are held to wide bands (a loaded machine moves both).
+    // Timing: the reference must be clearly faster in the same run. The
+    // normalized scores against the manifest's absolute times follow the
+    // machine's speed (sessions use per-machine calibration), so what is
+    // held is the span between the two, which does not: the manifest's
+    // 17.1 and 5.13 s are 1 unit apart, loaded machines' figures in
+    // the manifest give 0.73-1.1.
+    let span = measured_span(&plan, start_raw, ref_raw);
     assert!(ref_raw * 2.0 < start_raw, "{ref_raw} vs {start_raw}");
     assert!(
-        start_n <= 0.5,
-        "starting normalized {start_n} ({start_raw} s)"
-    );
-    assert!(
-        (0.3..=2.5).contains(&ref_n),
-        "reference normalized {ref_n} ({ref_raw} s)"
+        (0.55..=2.2).contains(&span),
+        "span {span} in the manifest's units: starting {start_raw} s ({start_n}), reference {ref_raw} s ({ref_n})"
     );
     // The workspace's own check runs the script and compares with a model.
     let output = Command::new("python3")

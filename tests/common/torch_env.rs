@@ -189,3 +189,20 @@ pub fn score_open_and_jailed(
     );
     (open, jailed, jail)
 }
+
+/// How far the reference lies above the start in the manifest's normalized
+/// units, both timed in the same run: `position(reference) -
+/// position(starting)`, unclipped. A timed metric's absolute values follow
+/// the machine's speed (per-machine calibration takes care of that in a
+/// session), but this span does not: on a log transform it is
+/// ln(start/reference) / ln(manifest start/manifest reference), whatever the
+/// machine. About 1 means the manifest's smoke values describe the two
+/// solutions; a calibrated machine then scores them about 0 and about 1.
+pub fn measured_span(plan: &ScoringPlan, start_raw: f64, ref_raw: f64) -> f64 {
+    let position = |raw: f64| {
+        plan.normalizer
+            .position(raw)
+            .unwrap_or_else(|| panic!("no normalized position for {raw}"))
+    };
+    position(ref_raw) - position(start_raw)
+}

@@ -84,7 +84,6 @@ async fn watch(engine: Engine, news: broadcast::Sender<News>) {
             ["die", "oom", "destroy"].map(String::from).to_vec(),
         ),
     ]);
-    // Said once per loss, not at every retry of an engine that is down.
     let mut told = false;
     loop {
         let options = EventsOptions {
@@ -105,16 +104,31 @@ async fn watch(engine: Engine, news: broadcast::Sender<News>) {
                     }
                 }
                 Some(Err(e)) => {
-                    if !told {
-                        tracing::warn!(host = %engine.name, "cannot follow the Docker engine's events ({e}); trying again every {}s", RETRY.as_secs());
-                        told = true;
-                    }
+                    lost(&engine, &mut told, &e.to_string());
                     break;
                 }
-                None => break,
+                None => {
+                    lost(&engine, &mut told, "the engine closed the stream");
+                    break;
+                }
             }
         }
         tokio::time::sleep(RETRY).await;
+        // An engine that answers again is followed again: the next loss is
+        // news, even before any container has died in between.
+        if told && engine.client.ping().await.is_ok() {
+            tracing::info!(host = %engine.name, "following the Docker engine's events again");
+            told = false;
+        }
         let _ = news.send(News::Missed);
+    }
+}
+
+/// Logs a lost event stream, once per loss rather than at every retry of an
+/// engine that is down.
+fn lost(engine: &Engine, told: &mut bool, why: &str) {
+    if !*told {
+        tracing::warn!(host = %engine.name, "cannot follow the Docker engine's events ({why}); trying again every {}s", RETRY.as_secs());
+        *told = true;
     }
 }
