@@ -140,9 +140,11 @@ fn the_reference_scores_about_one_above_the_start_on_any_machine() {
     // "keep", so the ratio is about 2, not the kernels' 5). CI's machine
     // measured 20.8 and 9.53 ms: span 1.06. The floor, 0.55, is the
     // reference 1.5x faster than the start in the same run, which loaded
-    // 2-core machines met in every CI run so far; the ceiling is a 3.7x ratio.
+    // 2-core machines met in every CI run so far. The ceiling, 2.2, is the
+    // kernels' own 5x ratio: with the round trip kept, only a start slowed
+    // by noise comes near it (this machine: 25.2 and 10.1 ms, span 1.25).
     assert!(
-        (0.55..=1.8).contains(&span),
+        (0.55..=2.2).contains(&span),
         "span {span}: starting {start_raw} ms, reference {ref_raw} ms"
     );
 }
