@@ -40,8 +40,14 @@ fn base_image() -> &'static str {
     })
 }
 
-fn docker_server() -> TestServer {
-    TestServer::start_with_env(&[("REBENCH_BACKEND", "docker")])
+/// A server whose sessions are `docker` ones, with the base image built;
+/// None (said on stderr) where no engine answers.
+fn docker_server() -> Option<TestServer> {
+    if !docker_works("the docker backend tests") {
+        return None;
+    }
+    base_image();
+    Some(TestServer::start_with_env(&[("REBENCH_BACKEND", "docker")]))
 }
 
 async fn running_session(server: &TestServer) -> String {
@@ -63,11 +69,9 @@ const LOOP: &str = "setsid env -i /bin/sh -c 'while :; do echo x >> ticks; sleep
 
 #[tokio::test]
 async fn a_docker_session_runs_in_its_own_container() {
-    if !docker_works("the docker backend tests") {
+    let Some(server) = docker_server() else {
         return;
-    }
-    base_image();
-    let server = docker_server();
+    };
     let id = running_session(&server).await;
     let view = server.show(&id).await;
     assert_eq!(
@@ -232,11 +236,9 @@ async fn a_docker_session_runs_in_its_own_container() {
 
 #[tokio::test]
 async fn a_killed_server_finds_the_container_again() {
-    if !docker_works("the docker backend tests") {
+    let Some(mut server) = docker_server() else {
         return;
-    }
-    base_image();
-    let mut server = docker_server();
+    };
     let id = running_session(&server).await;
     let ws = std::path::PathBuf::from(server.show(&id).await.workspace);
     server.exec(&id, LOOP).await;
@@ -300,12 +302,10 @@ async fn an_engine_that_does_not_answer_is_named() {
 /// does not outlive the run.
 #[tokio::test]
 async fn nothing_a_scoring_run_starts_in_the_container_outlives_it() {
-    if !docker_works("the docker backend tests") {
+    let Some(server) = docker_server() else {
         return;
-    }
-    base_image();
+    };
     let (_env_dir, env) = fixture_env(|t| t);
-    let server = docker_server();
     let session = server.create_running(&env, Some(3600)).await;
     std::fs::write(
         env.join("score.sh"),
@@ -339,11 +339,9 @@ echo '{"raw": 1.0}'
 /// spending budget; resuming starts it again, with the workspace as it was.
 #[tokio::test]
 async fn a_container_killed_from_outside_pauses_its_session() {
-    if !docker_works("the docker backend tests") {
+    let Some(server) = docker_server() else {
         return;
-    }
-    base_image();
-    let server = docker_server();
+    };
     let id = running_session(&server).await;
     server.exec(&id, "echo kept > note.txt").await;
     let killed_at = std::time::Instant::now();
@@ -398,11 +396,9 @@ async fn a_container_killed_from_outside_pauses_its_session() {
 /// so the session and its clock go on.
 #[tokio::test]
 async fn a_participant_killed_for_memory_does_not_pause_the_session() {
-    if !docker_works("the docker backend tests") {
+    let Some(server) = docker_server() else {
         return;
-    }
-    base_image();
-    let server = docker_server();
+    };
     // The fixture grants 0.1 GB: one line that never ends outgrows it in tail.
     let (_dir, env) = fixture_env(|t| t);
     let session = server.create_running(&env, Some(3600)).await;
@@ -429,11 +425,10 @@ async fn a_participant_killed_for_memory_does_not_pause_the_session() {
 /// with the host, when a process would start.
 #[tokio::test]
 async fn an_environment_chooses_its_network_and_image() {
-    if !docker_works("the docker backend tests") {
+    let Some(server) = docker_server() else {
         return;
-    }
+    };
     let base = base_image();
-    let server = docker_server();
     let (_dir, bridged) =
         fixture_env(|t| format!("{t}\n[sandbox]\nnetwork = \"bridge\"\nimage = \"{base}\"\n"));
     let session = server.create_running(&bridged, Some(3600)).await;
