@@ -12,6 +12,7 @@ pub mod cli;
 pub mod client;
 pub mod command_line;
 pub mod environment;
+pub mod hardware;
 pub mod inspect;
 pub mod paths;
 pub mod protocol;

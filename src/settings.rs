@@ -108,7 +108,7 @@ impl Default for PrefixKey {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     pub prefix: PrefixKey,
     pub mouse: bool,
@@ -119,6 +119,9 @@ pub struct Config {
     pub environments: Vec<PathBuf>,
     /// The server's session shells also load the operator's `~/.bashrc`.
     pub operator_bashrc: bool,
+    /// `[machine]`: what sessions are never granted (kept for the server,
+    /// the operator and the system).
+    pub machine: MachineReserve,
 }
 
 impl Default for Config {
@@ -130,8 +133,25 @@ impl Default for Config {
             sandbox: None,
             environments: Vec::new(),
             operator_bashrc: false,
+            machine: MachineReserve::default(),
         }
     }
+}
+
+/// What the operator keeps for the server and the system: sessions are
+/// never granted these (`[machine]`; `crate::hardware` reads it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, Deserialize)]
+pub struct MachineReserve {
+    pub cpus: u32,
+    pub memory_gb: f64,
+}
+
+/// `[machine]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MachineSection {
+    reserve_cpus: Option<u32>,
+    reserve_memory_gb: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -143,6 +163,7 @@ struct ConfigFile {
     sandbox: Option<String>,
     environments: Option<Vec<PathBuf>>,
     operator_bashrc: Option<bool>,
+    machine: Option<MachineSection>,
 }
 
 impl Config {
@@ -163,6 +184,19 @@ impl Config {
         }
         config.sandbox = file.sandbox;
         config.operator_bashrc = file.operator_bashrc.unwrap_or(false);
+        if let Some(machine) = file.machine {
+            let memory = machine.reserve_memory_gb.unwrap_or(0.0);
+            if !memory.is_finite() || memory < 0.0 {
+                anyhow::bail!(
+                    "{}: key `machine.reserve_memory_gb`: expected a number of GB, 0 or more",
+                    path.display()
+                );
+            }
+            config.machine = MachineReserve {
+                cpus: machine.reserve_cpus.unwrap_or(0),
+                memory_gb: memory,
+            };
+        }
         let base = path.parent().unwrap_or(Path::new("/"));
         config.environments = file
             .environments

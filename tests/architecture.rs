@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// Inner to outer; modules on one line are one layer.
 const LAYERS: &[&[&str]] = &[
     &["paths", "settings", "command_line", "socket", "screen_feed"],
-    &["environment"],
+    &["environment", "hardware"],
     &["session"],
     &["store"],
     &["sandbox"],

@@ -4,7 +4,7 @@
 //! fraction of the time the whole CLI takes, which every command of an
 //! agent pays.
 //!
-//! Usage: rebench-enter [--target PID] [--cgroup DIR] --cwd DIR
+//! Usage: rebench-enter [--target PID] [--cgroup DIR]... --cwd DIR
 //!        [--env KEY=VALUE]... -- COMMAND [ARG]...
 //!        rebench-enter --serve   (a session's spawner, on its stdin socket;
 //!        started as a session process: see `rebench::sandbox::spawner`)
@@ -21,7 +21,7 @@ use rebench::sandbox::spawner::serve::serve;
 fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Launch, String> {
     let mut launch = Launch {
         target: None,
-        cgroup: None,
+        cgroups: Vec::new(),
         docker: None,
         cwd: PathBuf::new(),
         env: Vec::new(),
@@ -42,7 +42,7 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Launch, String> {
                         .ok_or(format!("--target {}: not a pid", text.to_string_lossy()))?,
                 );
             }
-            Some("--cgroup") => launch.cgroup = Some(value("--cgroup")?.into()),
+            Some("--cgroup") => launch.cgroups.push(value("--cgroup")?.into()),
             Some("--cwd") => launch.cwd = value("--cwd")?.into(),
             Some("--env") => launch.env.push(value("--env")?),
             _ => return Err(format!("unexpected argument {}", arg.to_string_lossy())),
@@ -94,12 +94,12 @@ mod tests {
     #[test]
     fn it_reads_what_the_prefix_writes() {
         let launch = parse(args(&[
-            "--target", "77", "--cgroup", "/cg", "--cwd", "/ws", "--env", "A=b", "--", "bash",
-            "-c", "true",
+            "--target", "77", "--cgroup", "/cg", "--cgroup", "/cpuset", "--cwd", "/ws", "--env",
+            "A=b", "--", "bash", "-c", "true",
         ]))
         .unwrap();
         assert_eq!(launch.target, Some(77));
-        assert_eq!(launch.cgroup, Some(PathBuf::from("/cg")));
+        assert_eq!(launch.cgroups, [PathBuf::from("/cg"), PathBuf::from("/cpuset")]);
         assert_eq!(launch.cwd, PathBuf::from("/ws"));
         assert_eq!(launch.env, [OsString::from("A=b")]);
         assert_eq!(launch.argv, ["bash", "-c", "true"]);

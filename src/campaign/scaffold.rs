@@ -125,7 +125,7 @@ impl Seat<'_> {
             match view.state {
                 Phase::Running => return Ok(Some(view)),
                 Phase::Ended => return Ok(None),
-                Phase::Paused | Phase::Created => {
+                Phase::Paused | Phase::Created | Phase::Queued => {
                     tokio::time::sleep(Duration::from_millis(500)).await
                 }
             }

@@ -36,7 +36,7 @@ impl Scorer<'_> {
             cwd: workspace.to_path_buf(),
             env,
             env_clear: true,
-            cgroup: None,
+            cgroups: Vec::new(),
             timeout: self.plan.timeout,
             output_limit: OUTPUT_LIMIT,
         };

@@ -289,7 +289,7 @@ fn first_line(s: &str) -> &str {
 }
 
 fn show(env: &Environment, data_dir: &Path, json: bool) -> anyhow::Result<()> {
-    let missing = hardware::missing(&env.hardware(), &hardware::HardwareInfo::detect());
+    let missing = hardware::missing(&env.hardware(), &hardware::this_machine());
     let mut plans = Vec::new();
     let mut ignored = Vec::new();
     for name in std::iter::once(None).chain(env.profile_names().into_iter().map(Some)) {

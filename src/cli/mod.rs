@@ -43,9 +43,9 @@ pub enum Command {
         /// Host pid of the jail's init (isolated sessions).
         #[arg(long)]
         target: Option<i32>,
-        /// The cgroup folder to join.
+        /// A cgroup folder to join (repeated: each of them).
         #[arg(long)]
-        cgroup: Option<std::path::PathBuf>,
+        cgroup: Vec<std::path::PathBuf>,
         /// Run in this container (docker sessions): the engine's endpoint.
         #[arg(long, requires_all = ["container", "user"])]
         docker: Option<String>,
@@ -224,6 +224,10 @@ pub struct NewArgs {
     /// $REBENCH_BACKEND, else the safest that works on the server's machine).
     #[arg(long)]
     pub sandbox: Option<String>,
+    /// Its place in the hardware queue when its hardware is taken: higher
+    /// goes first (default 0: first come, first served).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub priority: i32,
 }
 
 /// Runs the CLI; returns the process exit code.
@@ -246,7 +250,7 @@ pub fn run(cli: Cli) -> i32 {
         } => report(crate::sandbox::enter::launch(
             &crate::sandbox::enter::Launch {
                 target,
-                cgroup,
+                cgroups: cgroup,
                 docker: docker.map(|endpoint| crate::sandbox::enter::DockerTarget {
                     endpoint,
                     container: container.unwrap_or_default(),

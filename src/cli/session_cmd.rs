@@ -356,6 +356,7 @@ async fn create(
         }),
         campaign: None,
         limits: Default::default(),
+        priority: args.priority,
     };
     Ok(client
         .call(Request::CreateSession(Box::new(request)))

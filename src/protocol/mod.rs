@@ -352,6 +352,14 @@ pub struct CreateSession {
     pub campaign: Option<crate::session::CampaignRunRef>,
     #[serde(default)]
     pub limits: crate::session::RunLimits,
+    /// Its place in the hardware queue when it has to wait: higher goes
+    /// first (0 by default; set by whoever makes sessions, a proctor).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub priority: i32,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
 }
 
 impl CreateSession {
@@ -370,6 +378,7 @@ impl CreateSession {
             agent: None,
             campaign: None,
             limits: crate::session::RunLimits::default(),
+            priority: 0,
         }
     }
 }

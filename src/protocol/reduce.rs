@@ -104,6 +104,15 @@ impl SessionView {
                     p.end = Some(event.at);
                 }
             }
+            EventKind::Queued { waiting_for, .. } => {
+                self.waiting_for = Some(waiting_for.clone());
+                self.state = Phase::Queued;
+            }
+            EventKind::Granted { grant } => {
+                self.grant = Some(grant.clone());
+                self.queue_position = None;
+                self.waiting_for = None;
+            }
             EventKind::Created { .. }
             | EventKind::Warning { .. }
             | EventKind::ShellOpened { .. }
@@ -148,6 +157,8 @@ impl SessionView {
         let open_pause = self.pauses.last().is_some_and(|p| p.end.is_none());
         if self.end_reason.is_some() {
             Phase::Ended
+        } else if self.waiting_for.is_some() && self.grant.is_none() {
+            Phase::Queued
         } else if self.started_at.is_some() && open_pause {
             Phase::Paused
         } else if self.started_at.is_some() {

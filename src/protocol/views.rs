@@ -212,6 +212,20 @@ pub struct SessionView {
     /// Why the session is not isolated, when it fell back to `local`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_warning: Option<String>,
+    /// The devices it holds (docs/hardware.md); None while queued, and for
+    /// sessions made before grants named devices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<crate::hardware::DeviceGrant>,
+    /// Whether its GPUs are hidden from it (`enforced`: only its device
+    /// nodes exist in its jail or container) or only not named to it
+    /// (`advisory`: a local session sees every device node).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub gpu_isolation: String,
+    /// While queued: its place in line (1 = next) and what it waits for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_position: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<String>,
     /// Scored from an answer given at submit (a Task Standard family's
     /// `score(t, submission)`): no scores while it runs.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -358,6 +372,14 @@ impl SessionView {
             sandbox: String::new(),
             host: String::new(),
             sandbox_warning: meta.sandbox_warning.clone(),
+            grant: state.grant.clone(),
+            gpu_isolation: String::new(),
+            queue_position: None,
+            waiting_for: state
+                .queued
+                .as_ref()
+                .filter(|_| state.waits_for_hardware())
+                .map(|q| q.waiting_for.clone()),
             answer_scored: !meta.scoring.intermediate,
             unnormalized: meta.scoring.unnormalized,
             exclusive_scoring: meta.scoring.exclusive,

@@ -107,6 +107,15 @@ impl CgroupRoot {
         remove_tree(self.version, &self.dir);
     }
 
+    /// The v2 hierarchy these groups are in (None for the v1 freezer):
+    /// where cgroup v2 limits are set on the same groups.
+    pub fn unified_hierarchy(&self) -> Option<&Path> {
+        match self.version {
+            Version::V2 => self.dir.parent()?.parent(),
+            Version::V1Freezer => None,
+        }
+    }
+
     /// The group `name` if it exists (left by an earlier run of the server).
     pub fn existing(&self, name: &str) -> Option<Cgroup> {
         let dir = self.dir.join(name);

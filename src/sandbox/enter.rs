@@ -25,8 +25,9 @@ use super::environ;
 pub struct Launch {
     /// The jail's init (a host pid) whose namespaces to join; None: no jail.
     pub target: Option<i32>,
-    /// The cgroup folder to join first.
-    pub cgroup: Option<PathBuf>,
+    /// The cgroup folders to join first (the session's, and in a split
+    /// hierarchy the ones that hold its cores and memory).
+    pub cgroups: Vec<PathBuf>,
     /// The container to run in instead (docker sessions).
     pub docker: Option<DockerTarget>,
     pub cwd: PathBuf,
@@ -52,7 +53,7 @@ pub fn launch(launch: &Launch) -> anyhow::Result<i32> {
         return launch_here(launch);
     };
     // Fail closed: a process that cannot be contained does not run.
-    if let Some(cgroup) = &launch.cgroup {
+    for cgroup in &launch.cgroups {
         let procs = cgroup.join("cgroup.procs");
         std::fs::write(&procs, "0")
             .with_context(|| format!("joining the session's cgroup ({})", procs.display()))?;
@@ -138,7 +139,7 @@ pub fn prefix(exe: &Path, launch_opts: &Launch) -> Vec<String> {
     if let Some(target) = launch_opts.target {
         argv.extend(["--target".to_string(), target.to_string()]);
     }
-    if let Some(cgroup) = &launch_opts.cgroup {
+    for cgroup in &launch_opts.cgroups {
         argv.extend(["--cgroup".to_string(), cgroup.display().to_string()]);
     }
     if let Some(docker) = &launch_opts.docker {
@@ -167,7 +168,10 @@ mod tests {
     fn the_prefix_names_every_option() {
         let launch = Launch {
             target: Some(77),
-            cgroup: Some(PathBuf::from("/sys/fs/cgroup/rebench/x/s")),
+            cgroups: vec![
+                PathBuf::from("/sys/fs/cgroup/rebench/x/s"),
+                PathBuf::from("/sys/fs/cgroup/cpuset/rebench/x/s"),
+            ],
             docker: None,
             cwd: PathBuf::from("/ws"),
             env: vec![OsString::from("REBENCH_SANDBOX=t")],
@@ -182,6 +186,8 @@ mod tests {
                 "77",
                 "--cgroup",
                 "/sys/fs/cgroup/rebench/x/s",
+                "--cgroup",
+                "/sys/fs/cgroup/cpuset/rebench/x/s",
                 "--cwd",
                 "/ws",
                 "--env",
@@ -191,7 +197,7 @@ mod tests {
         );
         let plain = Launch {
             target: None,
-            cgroup: None,
+            cgroups: Vec::new(),
             docker: None,
             ..launch
         };
@@ -215,7 +221,7 @@ mod tests {
         let exe = dir.path().join("rebench");
         let launch = Launch {
             target: None,
-            cgroup: None,
+            cgroups: Vec::new(),
             docker: None,
             cwd: PathBuf::from("/ws"),
             env: Vec::new(),

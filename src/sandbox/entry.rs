@@ -20,7 +20,7 @@ use super::namespaces::{JailNamespaces, die_of};
 
 /// A launch, opened and ready to enter from a forked child.
 pub struct SessionEntry {
-    cgroup_procs: Option<File>,
+    cgroup_procs: Vec<File>,
     jail: Option<(JailNamespaces, CString)>,
 }
 
@@ -30,8 +30,8 @@ impl SessionEntry {
     /// start.
     pub fn open(launch: &Launch) -> anyhow::Result<Self> {
         let cgroup_procs = launch
-            .cgroup
-            .as_ref()
+            .cgroups
+            .iter()
             .map(|group| {
                 let procs = group.join("cgroup.procs");
                 std::fs::OpenOptions::new()
@@ -39,7 +39,7 @@ impl SessionEntry {
                     .open(&procs)
                     .with_context(|| format!("joining the session's cgroup ({})", procs.display()))
             })
-            .transpose()?;
+            .collect::<anyhow::Result<Vec<File>>>()?;
         let jail = launch
             .target
             .map(|target| -> anyhow::Result<_> {
@@ -61,7 +61,7 @@ impl SessionEntry {
     /// its working directory, and the extra fork). Returns in the process
     /// that is to exec the command.
     pub fn enter(&self) -> io::Result<()> {
-        if let Some(procs) = &self.cgroup_procs {
+        for procs in &self.cgroup_procs {
             // "0": the writing process itself.
             (&*procs).write_all(b"0")?;
         }

@@ -9,7 +9,8 @@
 use std::ffi::OsString;
 
 /// Variables of the server a session process keeps: how to find programs,
-/// who and where it is, language and time zone, and which GPUs to use.
+/// who and where it is, language and time zone. Which GPUs to use is never
+/// the operator's: the server sets it from the session's grant.
 const PASSED: &[&str] = &[
     "PATH",
     "HOME",
@@ -24,8 +25,6 @@ const PASSED: &[&str] = &[
     "TMPDIR",
     "LD_LIBRARY_PATH",
     "CUDA_HOME",
-    "CUDA_VISIBLE_DEVICES",
-    "NVIDIA_VISIBLE_DEVICES",
     "NVIDIA_DRIVER_CAPABILITIES",
 ];
 
@@ -44,6 +43,10 @@ const SESSION_SET: &[&str] = &[
     "XDG_CACHE_HOME",
     "TRITON_CACHE_DIR",
     "MPLCONFIGDIR",
+    // From the session's grant (`hardware::grant`).
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "NVIDIA_VISIBLE_DEVICES",
 ];
 
 /// Words that mark a name as a credential when they are a whole
@@ -137,7 +140,8 @@ mod tests {
             ("SOMETHING_ELSE", "1"),
         ]);
         let names: Vec<String> = passed_from(vars).into_iter().map(|(k, _)| k).collect();
-        assert_eq!(names, ["PATH", "HOME", "LC_ALL", "CUDA_VISIBLE_DEVICES"]);
+        // Which GPUs a session uses is its grant's, never the operator's.
+        assert_eq!(names, ["PATH", "HOME", "LC_ALL"]);
     }
 
     #[test]

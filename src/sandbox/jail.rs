@@ -176,6 +176,9 @@ pub struct Layout {
     pub writable: Vec<PathBuf>,
     /// A folder mounted as the jail's /tmp.
     pub tmp: PathBuf,
+    /// Device nodes shown at `/dev/<name>`: the session's own GPUs and the
+    /// shared NVIDIA control nodes (`hardware::grant`), and nothing else.
+    pub devices: Vec<PathBuf>,
 }
 
 /// A running jail: bwrap and the host pid of its init.
@@ -197,6 +200,7 @@ impl Jail {
         layout: &Layout,
         marker: &SessionMarker,
         cgroup: Option<&Cgroup>,
+        limit_dirs: &[PathBuf],
     ) -> anyhow::Result<Jail> {
         std::fs::create_dir_all(&layout.tmp)
             .with_context(|| format!("creating {}", layout.tmp.display()))?;
@@ -205,9 +209,15 @@ impl Jail {
         command
             .args(["--unshare-user", "--unshare-pid", "--unshare-ipc"])
             .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
-        // A minimal /dev has no GPUs: the host's GPU nodes, and only those.
-        for node in gpu_device_nodes(Path::new("/dev")) {
-            command.arg("--dev-bind").arg(&node).arg(&node);
+        // A minimal /dev has no GPUs: the session's own, and only those.
+        for node in &layout.devices {
+            let Some(name) = node.file_name() else {
+                continue;
+            };
+            command
+                .arg("--dev-bind")
+                .arg(node)
+                .arg(Path::new("/dev").join(name));
         }
         // /tmp first: the data dir (and so the workspace) may live under it.
         command.arg("--bind").arg(&layout.tmp).arg("/tmp");
@@ -272,9 +282,7 @@ impl Jail {
             }
         };
         let mut jail = Jail { bwrap, init_pid };
-        if let Some(group) = cgroup
-            && let Err(e) = jail.move_into(group)
-        {
+        if let Err(e) = jail.move_into(cgroup, limit_dirs) {
             jail.stop();
             return Err(e);
         }
@@ -286,13 +294,24 @@ impl Jail {
     /// Only once it runs: a child that joined a frozen group before its exec
     /// would never exec, and `start` would wait for it forever (a session
     /// frozen for an exclusive score whose jail had to start anew).
-    fn move_into(&self, group: &Cgroup) -> anyhow::Result<()> {
+    /// Its limit groups (cores, memory) likewise.
+    fn move_into(&self, group: Option<&Cgroup>, limit_dirs: &[PathBuf]) -> anyhow::Result<()> {
+        if group.is_none() && limit_dirs.is_empty() {
+            return Ok(());
+        }
         let mut members = vec![self.bwrap.id() as i32];
         members.extend(super::procs::pid_namespace_pids(self.init_pid));
         for pid in members {
-            group
-                .add(pid)
-                .with_context(|| format!("moving the jail's process {pid} into its cgroup"))?;
+            if let Some(group) = group {
+                group
+                    .add(pid)
+                    .with_context(|| format!("moving the jail's process {pid} into its cgroup"))?;
+            }
+            for dir in limit_dirs {
+                let procs = dir.join("cgroup.procs");
+                std::fs::write(&procs, pid.to_string())
+                    .with_context(|| format!("moving the jail's process {pid} into {}", procs.display()))?;
+            }
         }
         Ok(())
     }
@@ -319,25 +338,6 @@ impl Drop for Jail {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-/// The GPU device nodes under `dev`: NVIDIA's (`nvidia0`, `nvidiactl`,
-/// `nvidia-uvm`, `nvidia-caps`…) and the DRM folder `dri`.
-fn gpu_device_nodes(dev: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dev) else {
-        return Vec::new();
-    };
-    let mut nodes: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok())
-        .filter(|e| {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            name.starts_with("nvidia") || name == "dri"
-        })
-        .map(|e| e.path())
-        .collect();
-    nodes.sort();
-    nodes
 }
 
 fn child_pid(info: &str) -> Option<i32> {
@@ -367,25 +367,4 @@ mod tests {
         assert_eq!(child_pid("{\"child-pid\": \"x\"}"), None);
     }
 
-    #[test]
-    fn gpu_nodes_are_found_and_nothing_else() {
-        let dev = tempfile::tempdir().unwrap();
-        for name in [
-            "nvidia0",
-            "nvidiactl",
-            "nvidia-uvm",
-            "sda",
-            "null",
-            "dri",
-            "nvme0n1",
-        ] {
-            std::fs::write(dev.path().join(name), "").unwrap();
-        }
-        let names: Vec<String> = gpu_device_nodes(dev.path())
-            .iter()
-            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(names, ["dri", "nvidia-uvm", "nvidia0", "nvidiactl"]);
-        assert!(gpu_device_nodes(&dev.path().join("missing")).is_empty());
-    }
 }

@@ -14,6 +14,7 @@ mod entry;
 pub mod environ;
 pub mod exec;
 pub mod jail;
+pub mod limits;
 mod namespaces;
 pub mod procs;
 pub mod pty;

@@ -35,9 +35,10 @@ pub struct ScorerInvocation {
     /// Start from an empty environment instead of the inherited one (the
     /// server's scorers do: see `sandbox::environ`); `env` is then all there is.
     pub env_clear: bool,
-    /// The `cgroup.procs` file of the cgroup the scorer starts in (so does
-    /// everything it starts, whatever it does to its process group).
-    pub cgroup: Option<PathBuf>,
+    /// The `cgroup.procs` files of the cgroups the scorer starts in (so
+    /// does everything it starts, whatever it does to its process group):
+    /// its run's own, and those that hold it to the session's cores.
+    pub cgroups: Vec<PathBuf>,
     pub timeout: Duration,
     /// Bytes of combined stdout+stderr kept in [`ScorerOutcome::output`].
     pub output_limit: usize,
@@ -116,35 +117,38 @@ fn spawn_inner(inv: &ScorerInvocation) -> Result<Child, (String, Option<std::io:
     }
     command.envs(inv.env.iter().map(|(name, value)| (name, value)));
     // Opened here: pre_exec may not allocate. Kept until the spawn is done.
-    let _procs = match &inv.cgroup {
-        Some(path) => {
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .open(path)
-                .map_err(|e| {
-                    let reason =
-                        format!("scorer could not start: its cgroup {}: {e}", path.display());
-                    // Never the participant's doing.
-                    (
-                        reason,
-                        Some(std::io::Error::from_raw_os_error(libc::EAGAIN)),
-                    )
-                })?;
-            let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
-            // SAFETY: between fork and exec, only write(2) of one byte
-            // from a static buffer to an fd that is open in the child.
-            unsafe {
-                command.pre_exec(move || {
+    let mut procs = Vec::with_capacity(inv.cgroups.len());
+    for path in &inv.cgroups {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| {
+                let reason = format!("scorer could not start: its cgroup {}: {e}", path.display());
+                // Never the participant's doing.
+                (
+                    reason,
+                    Some(std::io::Error::from_raw_os_error(libc::EAGAIN)),
+                )
+            })?;
+        procs.push(file);
+    }
+    if !procs.is_empty() {
+        let fds: Vec<i32> = procs.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
+        // SAFETY: between fork and exec, only write(2) of one byte from a
+        // static buffer to fds that are open in the child (no allocation:
+        // `fds` was made before the fork).
+        unsafe {
+            command.pre_exec(move || {
+                for &fd in &fds {
                     if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
                         return Err(std::io::Error::last_os_error());
                     }
-                    Ok(())
-                });
-            }
-            Some(file)
+                }
+                Ok(())
+            });
         }
-        None => None,
-    };
+    }
+    let _procs = procs;
     command.spawn().map_err(|error| {
         (
             format!(

@@ -36,7 +36,7 @@ pub async fn family_scorer_env(
 ) -> Result<Vec<(String, String)>, String> {
     let sandbox_host = host.clone();
     let root = tokio::task::spawn_blocking(move || {
-        sandbox_host.sandbox.admin_launcher(Path::new(FAMILY_DIR))
+        sandbox_host.sandbox().admin_launcher(Path::new(FAMILY_DIR))
     })
     .await
     .map_err(|e| e.to_string())??;

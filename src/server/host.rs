@@ -86,8 +86,17 @@ pub struct Host {
     scoring_since: Mutex<Option<chrono::DateTime<Utc>>>,
     pub events: broadcast::Sender<(String, Event)>,
     pub shell_exits: mpsc::UnboundedSender<ShellEnded>,
-    /// Where the session's processes run and how they are held.
-    pub sandbox: Box<dyn Sandbox>,
+    /// Where the session's processes run and how they are held: opened
+    /// once its hardware is granted (`open_sandbox`).
+    sandbox: std::sync::OnceLock<Box<dyn Sandbox>>,
+    /// What stands in for it while the session waits for hardware: it
+    /// starts nothing, and says why.
+    waiting: Box<dyn Sandbox>,
+    /// The devices it holds, once granted (the log's `granted` event).
+    grant: std::sync::OnceLock<crate::hardware::DeviceGrant>,
+    /// While it waits for hardware: its place in line (1 = next) and what
+    /// it waits for now (set by the hub's queue).
+    pub queue_note: Mutex<Option<(usize, String)>>,
     /// Set when the session could not record while it ran (a full disk):
     /// its clock stopped there, and the budget timer pauses it on record
     /// as soon as the store takes writes again (see `budget::run_timer`).
@@ -113,8 +122,24 @@ impl Host {
         store: Store,
         clock: Arc<dyn MonotonicClock>,
         events: broadcast::Sender<(String, Event)>,
-        sandbox: Box<dyn Sandbox>,
+        sandbox: SandboxSlot,
     ) -> (Arc<Host>, mpsc::UnboundedReceiver<ShellEnded>) {
+        let (opened, grant, waiting) = match sandbox {
+            SandboxSlot::Open(sandbox, grant) => (
+                std::sync::OnceLock::from(sandbox),
+                grant.map(std::sync::OnceLock::from).unwrap_or_default(),
+                Box::new(crate::sandbox::backend::Unavailable::new(
+                    "local",
+                    "opened already",
+                    crate::sandbox::backend::Groups::bare(&meta.sandbox_tag),
+                )) as Box<dyn Sandbox>,
+            ),
+            SandboxSlot::Waiting(placeholder) => (
+                std::sync::OnceLock::new(),
+                std::sync::OnceLock::new(),
+                placeholder,
+            ),
+        };
         let next_shell = store
             .recorded_shells(&meta.id)
             .ok()
@@ -137,7 +162,10 @@ impl Host {
             scoring_since: Mutex::new(None),
             events,
             shell_exits: exit_tx,
-            sandbox,
+            sandbox: opened,
+            waiting,
+            grant,
+            queue_note: Mutex::new(None),
             connections: std::sync::atomic::AtomicUsize::new(0),
             recording_quota: Arc::new(super::quota::RecordingQuota::new(
                 super::quota::RecordingQuota::limit_from_env(),
@@ -314,11 +342,56 @@ impl Host {
         );
         view.last_activity_at = *self.last_activity.lock().unwrap_or_else(|e| e.into_inner());
         view.scoring_since = *self.scoring_since.lock().unwrap_or_else(|e| e.into_inner());
-        view.isolation = self.sandbox.isolation().to_string();
-        view.sandbox = self.sandbox.backend().to_string();
-        view.containment = self.sandbox.containment().to_string();
-        view.host = self.sandbox.host().to_string();
+        view.isolation = self.sandbox().isolation().to_string();
+        view.sandbox = self.sandbox().backend().to_string();
+        view.containment = self.sandbox().containment().to_string();
+        view.host = self.sandbox().host().to_string();
+        if self.has_sandbox() && view.grant.is_some() {
+            view.gpu_isolation = self.sandbox().gpu_isolation().to_string();
+        }
+        if let Some((position, why)) = self
+            .queue_note
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .filter(|_| view.state == crate::session::Phase::Queued)
+        {
+            view.queue_position = Some(position);
+            view.waiting_for = Some(why);
+        }
         view
+    }
+
+    /// The session's sandbox (a stand-in that starts nothing while it
+    /// waits for its hardware).
+    pub fn sandbox(&self) -> &dyn Sandbox {
+        match self.sandbox.get() {
+            Some(sandbox) => sandbox.as_ref(),
+            None => self.waiting.as_ref(),
+        }
+    }
+
+    /// Whether its sandbox is open (its hardware granted).
+    pub fn has_sandbox(&self) -> bool {
+        self.sandbox.get().is_some()
+    }
+
+    /// Opens its sandbox once its hardware is granted; false if it was open.
+    pub fn open_sandbox(
+        &self,
+        sandbox: Box<dyn Sandbox>,
+        grant: Option<crate::hardware::DeviceGrant>,
+    ) -> bool {
+        if let Some(grant) = grant {
+            let _ = self.grant.set(grant);
+        }
+        *self.queue_note.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.sandbox.set(sandbox).is_ok()
+    }
+
+    /// The devices it holds (None: waiting, or made before grants).
+    pub fn grant(&self) -> Option<&crate::hardware::DeviceGrant> {
+        self.grant.get()
     }
 
     /// Marks a scoring run as in progress until the guard is dropped.
@@ -367,6 +440,13 @@ impl Host {
             ))
         })
     }
+}
+
+/// A new host's sandbox: open, or a stand-in until its hardware is granted.
+pub enum SandboxSlot {
+    /// Its sandbox, and the grant it was opened with.
+    Open(Box<dyn Sandbox>, Option<crate::hardware::DeviceGrant>),
+    Waiting(Box<dyn Sandbox>),
 }
 
 /// Clears the host's "scoring since" when the run ends, however it ends.

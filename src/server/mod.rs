@@ -79,6 +79,9 @@ pub async fn serve_with_clock(
         default_backend,
     );
     recovery::load_and_recover(&hub).await?;
+    // Hardware freed while the server was down goes to those in line.
+    hub.serve_queue().await;
+    tokio::spawn(hub.clone().watch_queue());
 
     let admin = bind(&paths.socket(), 0o600)?;
     let participant = bind(&paths.participant_socket(), 0o666)?;

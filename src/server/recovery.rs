@@ -38,6 +38,9 @@ pub async fn load_and_recover(hub: &Arc<Hub>) -> anyhow::Result<()> {
         if let Some(beat) = hub.store.heartbeat(&meta.id)? {
             state.active_ms = state.active_ms.max(beat.active_ms.min(state.budget_ms));
         }
+        if needs_placement(&meta, &state) {
+            queue_again(hub, &meta, &mut state).await?;
+        }
         let phase = state.phase();
         let open_scoring = state
             .open_pause()
@@ -105,10 +108,55 @@ pub async fn load_and_recover(hub: &Arc<Hub>) -> anyhow::Result<()> {
         // Leftover processes (nohup jobs survive their terminal) must not
         // compute while paused. In a cgroup they were killed above, and the
         // group stays thawed: its jail starts anew inside it.
-        if phase != Phase::Ended && host.sandbox.containment() != "cgroup" {
+        if phase != Phase::Ended && host.sandbox().containment() != "cgroup" {
             hub.freeze(&host).await;
         }
     }
+    Ok(())
+}
+
+/// A session the server stopped between storing it and storing its grant:
+/// it has neither, and must not run without one.
+fn needs_placement(meta: &crate::session::SessionMeta, state: &SessionState) -> bool {
+    state.phase() != Phase::Ended
+        && state.grant.is_none()
+        && state.queued.is_none()
+        && meta.grant.is_none()
+        && meta.imported.is_none()
+}
+
+/// Puts such a session in line, with its environment's needs as they are now.
+async fn queue_again(
+    hub: &Arc<Hub>,
+    meta: &crate::session::SessionMeta,
+    state: &mut SessionState,
+) -> anyhow::Result<()> {
+    let needs = crate::environment::Environment::load(&meta.env_dir)
+        .map(|env| {
+            env.hardware_for(meta.profile.as_deref())
+                .request(meta.scoring.exclusive)
+        })
+        .unwrap_or(crate::hardware::Request {
+            gpus: 0,
+            gpu_model: None,
+            cpus: 1,
+            memory_gb: 0.0,
+            exclusive_cpus: meta.scoring.exclusive,
+        });
+    let event = crate::session::Event {
+        seq: state.next_seq(),
+        at: chrono::Utc::now(),
+        active_ms: state.active_ms,
+        origin: None,
+        kind: EventKind::Queued {
+            waiting_for: "its placement (the server stopped while placing it)".into(),
+            priority: 0,
+            needs,
+        },
+    };
+    hub.store.append(&meta.id, &event).await?;
+    state.apply(&event);
+    tracing::warn!(session = %meta.id, "stored without a grant: queued again");
     Ok(())
 }
 
@@ -127,7 +175,7 @@ async fn kill_leftovers(hub: &Arc<Hub>, host: &Arc<super::host::Host>) {
             root.existing(host.id()),
             root.existing(&format!("{}.clients", host.id())),
         ];
-        if host.sandbox.containment() == "cgroup" {
+        if host.sandbox().containment() == "cgroup" {
             emptied.extend(own.into_iter().flatten());
         } else {
             groups.extend(own.into_iter().flatten());

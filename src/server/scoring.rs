@@ -15,6 +15,9 @@ pub const JAIL_VAR: &str = "REBENCH_JAIL";
 /// code it started included, die when it ends.
 pub struct ScorerContainment {
     pub cgroup: Option<Cgroup>,
+    /// Groups that hold it to the session's cores (a split hierarchy's
+    /// cpuset; empty where they are set on `cgroup`).
+    pub limits: Vec<std::path::PathBuf>,
     /// Carried by the scorer and inherited by what it starts (the fallback
     /// without cgroups; not the session's marker, so a pause does not stop
     /// a measurement in progress).
@@ -116,7 +119,13 @@ pub async fn take_score(
         cwd: meta.workspace.clone(),
         env,
         env_clear: true,
-        cgroup: containment.cgroup.as_ref().map(Cgroup::procs_file),
+        cgroups: containment
+            .cgroup
+            .as_ref()
+            .map(Cgroup::procs_file)
+            .into_iter()
+            .chain(containment.limits.iter().map(|d| d.join("cgroup.procs")))
+            .collect(),
         timeout: plan.timeout,
         output_limit: OUTPUT_LIMIT,
     };

@@ -39,6 +39,21 @@ pub enum EventKind {
     Created {
         by: String,
     },
+    /// The hardware it needs is taken: it waits in the queue, off the
+    /// clock, until it is granted (`Granted`).
+    Queued {
+        /// What it waits for, when it was queued.
+        waiting_for: String,
+        /// Higher goes first (`--priority`).
+        #[serde(default)]
+        priority: i32,
+        /// What it asked for (what the queue grants it when it fits).
+        needs: crate::hardware::Request,
+    },
+    /// The devices it holds from now on (before any of its processes starts).
+    Granted {
+        grant: crate::hardware::DeviceGrant,
+    },
     /// The clock started (the participant pressed Enter / `rebench begin`).
     Started {
         by: String,
@@ -102,6 +117,8 @@ impl EventKind {
     pub fn name(&self) -> &'static str {
         match self {
             EventKind::Created { .. } => "created",
+            EventKind::Queued { .. } => "queued",
+            EventKind::Granted { .. } => "granted",
             EventKind::Started { .. } => "started",
             EventKind::Paused { .. } => "paused",
             EventKind::Resumed { .. } => "resumed",

@@ -104,10 +104,11 @@ pub struct SessionMeta {
     /// they were when the session was made (absent: the base image, none).
     #[serde(default)]
     pub container: crate::environment::manifest::SandboxSettings,
-    /// What its container may use (CPUs, memory, GPUs), fixed when the
-    /// session was made; None: no limits (sessions made before).
+    /// Sessions made before grants named devices: what their container
+    /// could use, as counts. Newer sessions have their grant in the log
+    /// (`EventKind::Granted`); None for them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub grant: Option<crate::environment::hardware::Grant>,
+    pub grant: Option<crate::hardware::LegacyGrant>,
     /// For a Task Standard family task: its family, image, instructions
     /// and how it is scored (`taskstd`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

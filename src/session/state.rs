@@ -10,6 +10,8 @@ use super::event::{EndReason, Event, EventKind, PauseReason, ScoreEntry};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
+    /// Waiting for its hardware (never on the clock).
+    Queued,
     Created,
     Running,
     Paused,
@@ -19,6 +21,7 @@ pub enum Phase {
 impl Phase {
     pub fn as_str(&self) -> &'static str {
         match self {
+            Phase::Queued => "queued",
             Phase::Created => "created",
             Phase::Running => "running",
             Phase::Paused => "paused",
@@ -72,6 +75,15 @@ pub struct NoteRecord {
     pub by: String,
 }
 
+/// When and why a session had to wait for its hardware.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QueuedRecord {
+    pub since: DateTime<Utc>,
+    pub priority: i32,
+    pub waiting_for: String,
+    pub needs: crate::hardware::Request,
+}
+
 /// Everything about a session that follows from its events.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SessionState {
@@ -94,6 +106,10 @@ pub struct SessionState {
     pub last_at: Option<DateTime<Utc>>,
     /// Tokens and cost reported so far (agents).
     pub usage: super::UsageTotals,
+    /// Set when it had to wait for hardware.
+    pub queued: Option<QueuedRecord>,
+    /// The devices it holds (None: not granted yet, or made before grants).
+    pub grant: Option<crate::hardware::DeviceGrant>,
 }
 
 impl SessionState {
@@ -172,6 +188,19 @@ impl SessionState {
                     p.end = Some(event.at);
                 }
             }
+            EventKind::Queued {
+                waiting_for,
+                priority,
+                needs,
+            } => {
+                self.queued = Some(QueuedRecord {
+                    since: event.at,
+                    priority: *priority,
+                    waiting_for: waiting_for.clone(),
+                    needs: needs.clone(),
+                })
+            }
+            EventKind::Granted { grant } => self.grant = Some(grant.clone()),
             EventKind::Created { .. }
             | EventKind::ShellOpened { .. }
             | EventKind::ShellExited { .. }
@@ -187,6 +216,8 @@ impl SessionState {
     pub fn phase(&self) -> Phase {
         if self.end_reason.is_some() {
             Phase::Ended
+        } else if self.waits_for_hardware() {
+            Phase::Queued
         } else if self.open_pause().is_some() && self.started_at.is_some() {
             Phase::Paused
         } else if self.started_at.is_some() {
@@ -194,6 +225,11 @@ impl SessionState {
         } else {
             Phase::Created
         }
+    }
+
+    /// Queued and not granted yet.
+    pub fn waits_for_hardware(&self) -> bool {
+        self.queued.is_some() && self.grant.is_none()
     }
 
     /// Whether the clock runs (started, not paused, not ended).

@@ -309,7 +309,7 @@ fn root_prefix(engine: &Engine, name: &str) -> anyhow::Result<Vec<String>> {
         &exe,
         &Launch {
             target: None,
-            cgroup: None,
+            cgroups: Vec::new(),
             docker: Some(DockerTarget {
                 endpoint: engine.endpoint.clone(),
                 container: name.to_string(),

@@ -64,6 +64,7 @@ impl Bwrap {
             &self.layout,
             &self.groups.marker,
             self.groups.cgroup.as_ref(),
+            &self.groups.limit_dirs(),
         )
         .map_err(|e| format!("could not start the session's jail: {e:#}"))?;
         tracing::info!(session = %self.session, init = jail.init_pid(), "session jail started");
@@ -107,7 +108,7 @@ impl Sandbox for Bwrap {
             &self.exe,
             &Launch {
                 target: Some(target),
-                cgroup: self.groups.join(own_group),
+                cgroups: self.groups.join(own_group),
                 docker: None,
                 cwd: cwd.to_path_buf(),
                 env: Vec::new(),

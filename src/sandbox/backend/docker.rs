@@ -11,11 +11,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use bollard::exec::{CreateExecOptions, StartExecResults};
-use bollard::models::{ContainerCreateBody, DeviceRequest, HostConfig};
+use bollard::models::{ContainerCreateBody, DeviceMapping, DeviceRequest, HostConfig};
 use bollard::query_parameters::{CreateContainerOptions, RemoveContainerOptions};
 use futures_util::StreamExt;
 
-use crate::environment::hardware::Grant;
+use crate::hardware::DeviceGrant;
+use crate::hardware::inventory::{dev_dir, gpu_node, shared_gpu_nodes};
 use crate::environment::manifest::SandboxSettings;
 use crate::sandbox::docker::image::{AGENT_HOME, AGENT_UID, AGENT_USER, ensure_base_image};
 use crate::sandbox::docker::{Engine, block_on};
@@ -51,8 +52,8 @@ pub struct Docker {
     workspace: PathBuf,
     /// The environment's image and network (`[sandbox]`).
     settings: SandboxSettings,
-    /// CPUs, memory and GPUs it may use.
-    grant: Option<Grant>,
+    /// The cores, memory and GPUs it holds.
+    grant: Option<DeviceGrant>,
     /// Host paths the container shows at the same path: (path, writable).
     shared: Vec<(PathBuf, bool)>,
     /// The host-side `sandbox-enter` proxies carry the session's marker.
@@ -142,6 +143,20 @@ impl Docker {
         Ok(name)
     }
 
+    /// How the engine gives a container its GPUs: through the NVIDIA
+    /// runtime where the engine has it, else the device nodes themselves.
+    fn gpu_access(&self) -> GpuAccess {
+        let has_runtime = block_on(self.engine.client.info())
+            .ok()
+            .and_then(|info| info.runtimes)
+            .is_some_and(|runtimes| runtimes.contains_key("nvidia"));
+        if has_runtime {
+            GpuAccess::NvidiaRuntime
+        } else {
+            GpuAccess::DeviceNodes(dev_dir())
+        }
+    }
+
     fn create(&self, name: &str) -> Result<(), String> {
         let client = &self.engine.client;
         let image = self.image()?;
@@ -184,7 +199,7 @@ impl Docker {
                     .settings
                     .task_standard
                     .then(|| ROOT_CAPABILITIES.iter().map(|c| c.to_string()).collect()),
-                ..limits(self.grant.as_ref())
+                ..limits(self.grant.as_ref(), self.gpu_access())
             }),
             ..Default::default()
         };
@@ -258,7 +273,7 @@ impl Docker {
             &self.exe,
             &Launch {
                 target: None,
-                cgroup: None,
+                cgroups: Vec::new(),
                 docker: Some(DockerTarget {
                     endpoint: self.engine.endpoint.clone(),
                     container,
@@ -467,28 +482,64 @@ impl Sandbox for Docker {
     }
 }
 
-/// The engine's limits for a grant: CPUs as a quota, memory without swap
-/// beyond it, and GPUs as a device request (the NVIDIA runtime's), by count.
-fn limits(grant: Option<&Grant>) -> HostConfig {
+/// How a container gets its GPUs.
+#[derive(Debug, Clone, PartialEq)]
+enum GpuAccess {
+    /// A device request by uuid, which the NVIDIA runtime fulfils (with the
+    /// driver's libraries).
+    NvidiaRuntime,
+    /// The granted `/dev/nvidia<i>` nodes (and the shared control nodes)
+    /// from this folder, at `/dev` in the container.
+    DeviceNodes(PathBuf),
+}
+
+/// The engine's limits for a grant: its own cores (a share of them, by
+/// weight, where they are shared), memory without swap beyond it, and
+/// exactly the granted GPUs, by uuid: never "any N GPUs".
+fn limits(grant: Option<&DeviceGrant>, gpus: GpuAccess) -> HostConfig {
     let Some(grant) = grant else {
         return HostConfig::default();
     };
-    let memory =
-        (grant.memory_gb > 0.0).then_some((grant.memory_gb * 1024.0 * 1024.0 * 1024.0) as i64);
-    HostConfig {
-        nano_cpus: (grant.cpus > 0).then_some(i64::from(grant.cpus) * 1_000_000_000),
+    let memory = grant.memory_bytes().map(|b| b as i64);
+    let weight = i64::from(grant.cpu_weight.max(1));
+    let mut config = HostConfig {
+        cpuset_cpus: (!grant.cpus.is_empty()).then(|| grant.cpu_list()),
+        cpu_shares: grant.shared_cpus.then_some(weight * 1024),
+        // Shared (or unplaced) cores: at most what it asked for.
+        nano_cpus: (grant.shared_cpus && grant.cpu_weight > 0).then_some(weight * 1_000_000_000),
         memory,
         memory_swap: memory,
-        device_requests: (grant.gpus > 0).then(|| {
-            vec![DeviceRequest {
+        ..Default::default()
+    };
+    if grant.gpus.is_empty() {
+        return config;
+    }
+    match gpus {
+        GpuAccess::NvidiaRuntime => {
+            config.device_requests = Some(vec![DeviceRequest {
                 driver: Some("nvidia".into()),
-                count: Some(i64::from(grant.gpus)),
+                device_ids: Some(grant.gpus.iter().map(|g| g.uuid.clone()).collect()),
                 capabilities: Some(vec![vec!["gpu".into()]]),
                 ..Default::default()
-            }]
-        }),
-        ..Default::default()
+            }]);
+        }
+        GpuAccess::DeviceNodes(dev) => {
+            let own = grant.gpus.iter().map(|g| gpu_node(&dev, g.index));
+            let nodes = own.chain(shared_gpu_nodes(&dev)).filter(|p| p.exists());
+            config.devices = Some(
+                nodes
+                    .map(|node| DeviceMapping {
+                        path_in_container: node
+                            .file_name()
+                            .map(|n| format!("/dev/{}", n.to_string_lossy())),
+                        path_on_host: Some(node.display().to_string()),
+                        cgroup_permissions: Some("rwm".into()),
+                    })
+                    .collect(),
+            );
+        }
     }
+    config
 }
 
 /// Logs an engine error, except that the container is absent (never made,
@@ -521,30 +572,69 @@ fn chown_tree(root: &Path, uid: u32) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    fn grant(gpus: &[u32], cpus: &[u32], shared: bool, memory_gb: f64) -> DeviceGrant {
+        DeviceGrant {
+            host: "local".into(),
+            gpus: gpus
+                .iter()
+                .map(|&index| crate::hardware::GrantedGpu {
+                    index,
+                    uuid: format!("GPU-{index}"),
+                    model: "H100".into(),
+                })
+                .collect(),
+            cpus: cpus.to_vec(),
+            shared_cpus: shared,
+            cpu_weight: cpus.len() as u32,
+            memory_gb,
+        }
+    }
+
     #[test]
-    fn a_grant_becomes_engine_limits() {
-        let none = limits(None);
+    fn a_grant_becomes_engine_limits_by_device() {
+        let none = limits(None, GpuAccess::NvidiaRuntime);
         assert_eq!(
-            (none.nano_cpus, none.memory, none.device_requests),
+            (none.cpuset_cpus, none.memory, none.device_requests),
             (None, None, None)
         );
-        let gpu_box = limits(Some(&Grant {
-            cpus: 26,
-            memory_gb: 200.0,
-            gpus: 2,
-        }));
-        assert_eq!(gpu_box.nano_cpus, Some(26_000_000_000));
+        let gpu_box = limits(
+            Some(&grant(&[3, 5], &[8, 9, 10], false, 200.0)),
+            GpuAccess::NvidiaRuntime,
+        );
+        assert_eq!(gpu_box.cpuset_cpus.as_deref(), Some("8-10"));
+        assert_eq!((gpu_box.nano_cpus, gpu_box.cpu_shares), (None, None));
         assert_eq!(gpu_box.memory, Some(200 * 1024 * 1024 * 1024));
         assert_eq!(gpu_box.memory_swap, gpu_box.memory);
         let request = &gpu_box.device_requests.expect("a GPU request")[0];
-        assert_eq!(request.count, Some(2));
+        assert_eq!(request.count, None, "never by count");
+        assert_eq!(
+            request.device_ids,
+            Some(vec!["GPU-3".to_string(), "GPU-5".to_string()])
+        );
         assert_eq!(request.driver.as_deref(), Some("nvidia"));
-        assert_eq!(request.capabilities, Some(vec![vec!["gpu".to_string()]]));
-        let cpu_only = limits(Some(&Grant {
-            cpus: 1,
-            memory_gb: 0.0,
-            gpus: 0,
-        }));
-        assert_eq!((cpu_only.memory, cpu_only.device_requests), (None, None));
+        let shared = limits(Some(&grant(&[], &[0, 1], true, 0.0)), GpuAccess::NvidiaRuntime);
+        assert_eq!(shared.cpu_shares, Some(2048));
+        assert_eq!(shared.nano_cpus, Some(2_000_000_000));
+        assert_eq!((shared.memory, shared.device_requests), (None, None));
+    }
+
+    #[test]
+    fn without_the_nvidia_runtime_only_the_granted_nodes_are_mapped() {
+        let dev = tempfile::tempdir().unwrap();
+        for name in ["nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm"] {
+            std::fs::write(dev.path().join(name), "").unwrap();
+        }
+        let config = limits(
+            Some(&grant(&[1], &[0], false, 1.0)),
+            GpuAccess::DeviceNodes(dev.path().to_path_buf()),
+        );
+        let mapped: Vec<String> = config
+            .devices
+            .unwrap()
+            .into_iter()
+            .map(|d| d.path_in_container.unwrap())
+            .collect();
+        assert_eq!(mapped, ["/dev/nvidia1", "/dev/nvidia-uvm", "/dev/nvidiactl"]);
+        assert_eq!(config.device_requests, None);
     }
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use crate::sandbox::SessionMarker;
 use crate::sandbox::cgroup::Cgroup;
+use crate::sandbox::limits::{LimitGroup, LimitRoot};
 use crate::sandbox::procs::{self, Members};
 
 use super::Deferred;
@@ -18,16 +19,55 @@ pub struct Groups {
     pub clients: Option<Cgroup>,
     /// On every process the session starts (the last resort).
     pub marker: SessionMarker,
+    /// What holds it to its grant's cores and memory (None: no grant, or
+    /// no controllers here).
+    pub limits: Option<SessionLimits>,
+}
+
+/// A session's limit groups and where they were made (to remove them).
+pub struct SessionLimits {
+    pub root: LimitRoot,
+    pub name: String,
+    pub group: LimitGroup,
+}
+
+impl SessionLimits {
+    /// Folders every process of the session joins besides its cgroup.
+    pub fn join(&self) -> &[PathBuf] {
+        &self.group.join
+    }
 }
 
 impl Groups {
+    /// No cgroup, no limits: only the marker (what a stand-in holds).
+    pub fn bare(marker: &str) -> Groups {
+        Groups {
+            cgroup: None,
+            clients: None,
+            marker: SessionMarker::new(marker.to_string()),
+            limits: None,
+        }
+    }
+
     /// The `cgroup.procs` folder a new process joins (None: it stays where
     /// its caller is).
-    pub fn join(&self, own_group: bool) -> Option<PathBuf> {
-        self.cgroup
+    /// Also every limit group: participant code a scorer starts stays in
+    /// the scoring run's group, but on the session's cores and memory.
+    pub fn join(&self, own_group: bool) -> Vec<PathBuf> {
+        let own = self
+            .cgroup
             .as_ref()
             .filter(|_| own_group)
-            .map(|g| g.path().to_path_buf())
+            .map(|g| g.path().to_path_buf());
+        own.into_iter().chain(self.limit_dirs()).collect()
+    }
+
+    /// The limit groups' folders (empty where the limits are on `cgroup`).
+    pub fn limit_dirs(&self) -> Vec<PathBuf> {
+        self.limits
+            .as_ref()
+            .map(|l| l.join().to_vec())
+            .unwrap_or_default()
     }
 
     /// `cgroup`, else `fallback` (what the backend finds members by).
@@ -91,5 +131,8 @@ impl Groups {
             group.remove();
         }
         procs::kill_all(&self.marker);
+        if let Some(limits) = &self.limits {
+            limits.root.remove(&limits.name);
+        }
     }
 }

@@ -27,6 +27,11 @@ impl Sandbox for Local {
         "none"
     }
 
+    fn gpu_isolation(&self) -> &'static str {
+        // Device nodes cannot be hidden without a jail.
+        "advisory"
+    }
+
     fn containment(&self) -> &'static str {
         self.groups.containment("marker")
     }
@@ -40,7 +45,7 @@ impl Sandbox for Local {
             &self.exe,
             &Launch {
                 target: None,
-                cgroup: self.groups.join(own_group),
+                cgroups: self.groups.join(own_group),
                 docker: None,
                 cwd: cwd.to_path_buf(),
                 env: Vec::new(),

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 pub use bwrap::Bwrap;
 pub use docker::{Docker, SESSION_LABEL};
-pub use groups::Groups;
+pub use groups::{Groups, SessionLimits};
 pub use local::Local;
 pub use unavailable::Unavailable;
 
@@ -37,6 +37,12 @@ pub trait Sandbox: Send + Sync {
     /// The machine the processes run on (`local`: the server's own).
     fn host(&self) -> &str {
         "local"
+    }
+    /// Whether the session's GPUs are all it can reach: `enforced` (only
+    /// its device nodes exist where it runs) or `advisory` (every node is
+    /// there; only the variables name its own).
+    fn gpu_isolation(&self) -> &'static str {
+        "enforced"
     }
     /// What freezing and killing go by: `cgroup`, `pidns`, `marker`, `container`.
     fn containment(&self) -> &'static str;
@@ -134,8 +140,8 @@ pub struct Spec {
     pub workspace: PathBuf,
     /// A container's image and network (the environment's `[sandbox]`).
     pub container: crate::environment::manifest::SandboxSettings,
-    /// What its container may use (None: no limits).
-    pub grant: Option<crate::environment::hardware::Grant>,
+    /// The devices it holds (None: no limits, a session made before grants).
+    pub grant: Option<crate::hardware::DeviceGrant>,
     pub groups: Groups,
     /// What a jail hides and shows (used by isolating backends).
     pub layout: Layout,

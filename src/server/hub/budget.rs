@@ -62,13 +62,13 @@ async fn pause_itself(hub: &Arc<Hub>, host: &Arc<Host>, note: String) -> bool {
 /// of spending budget while its processes are gone; resuming makes the
 /// environment again (the workspace is kept).
 async fn pause_when_the_sandbox_fails(hub: &Arc<Hub>, host: &Arc<Host>) {
-    if host.sandbox.check_every().is_none()
+    if host.sandbox().check_every().is_none()
         || host.live.lock().await.state.phase() != Phase::Running
     {
         return;
     }
     let checked = host.clone();
-    let Ok(Err(cause)) = tokio::task::spawn_blocking(move || checked.sandbox.check()).await else {
+    let Ok(Err(cause)) = tokio::task::spawn_blocking(move || checked.sandbox().check()).await else {
         return;
     };
     let note = format!(
@@ -177,7 +177,7 @@ fn until_next_beat(since_origin: Duration, every: Duration) -> Duration {
 pub async fn run_timer(hub: Arc<Hub>, host: Arc<Host>) {
     // The engine's word that the sandbox may have failed (a container
     // killed from outside) wakes the timer, which checks at once.
-    let mut failure = host.sandbox.failure_signal();
+    let mut failure = host.sandbox().failure_signal();
     loop {
         if let Some(fault) = host.store_fault() {
             if recover_from_store_fault(&hub, &host, &fault).await {
@@ -245,7 +245,7 @@ pub async fn run_timer(hub: Arc<Hub>, host: Arc<Host>) {
             }
         };
         let longest = host
-            .sandbox
+            .sandbox()
             .check_every()
             .map_or(MAX_SLEEP, |every| every.min(MAX_SLEEP));
         // Nothing due sooner: wake on the beat all sessions share, so that an
@@ -258,7 +258,7 @@ pub async fn run_timer(hub: Arc<Hub>, host: Arc<Host>) {
         tokio::select! {
             _ = tokio::time::sleep(nap) => {}
             _ = host.wake.notified() => {}
-            _ = signalled(&mut failure) => failure = host.sandbox.failure_signal(),
+            _ = signalled(&mut failure) => failure = host.sandbox().failure_signal(),
         }
     }
 }

@@ -3,6 +3,7 @@
 mod budget;
 mod campaigns;
 mod imports;
+mod placement;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ use crate::environment::{Environment, files, hardware, prepare};
 use crate::paths::DataPaths;
 use crate::protocol::{Audience, CreateSession, ErrorCode, ExecReply, ScoreView, SessionView};
 use crate::sandbox::SessionMarker;
+use crate::hardware::{Decision, DeviceGrant};
 use crate::sandbox::backend::{Backend, Factory, Groups, Sandbox, Spec, Unavailable};
 use crate::sandbox::cgroup::CgroupRoot;
 use crate::sandbox::enter::ENTER_PROGRAM;
@@ -34,7 +36,7 @@ use crate::session::{
 use crate::store::Store;
 
 use crate::server::family::{family_image, family_scorer_env};
-use crate::server::host::{Host, OpError, OpResult};
+use crate::server::host::{Host, OpError, OpResult, SandboxSlot};
 use crate::server::scoring::{
     ScorerContainment, ScorerReach, scoring_group_name, scoring_marker, take_score, use_calibration,
 };
@@ -118,6 +120,12 @@ pub struct Hub {
     /// Source keys of runs being imported right now (`imports`).
     pub imports_in_progress: Mutex<std::collections::HashSet<String>>,
     pub shutdown: tokio::sync::Notify,
+    /// One placement at a time (`placement`): no device is granted twice.
+    placing: tokio::sync::Mutex<()>,
+    /// Wakes the queue's watcher: hardware may have been freed.
+    pub queue_wake: tokio::sync::Notify,
+    /// What the operator keeps for the system (`[machine]` in config.toml).
+    pub reserve: crate::hardware::Reserve,
     /// Set once the server begins an orderly stop; every connection then
     /// pushes `server_shutdown` to its client.
     pub closing: tokio::sync::watch::Sender<bool>,
@@ -167,6 +175,9 @@ impl Hub {
             campaign_runs_starting: Mutex::new(std::collections::HashSet::new()),
             imports_in_progress: Mutex::new(std::collections::HashSet::new()),
             shutdown: tokio::sync::Notify::new(),
+            placing: tokio::sync::Mutex::new(()),
+            queue_wake: tokio::sync::Notify::new(),
+            reserve: machine_reserve(),
             closing: tokio::sync::watch::Sender::new(false),
         })
     }
@@ -219,9 +230,20 @@ impl Hub {
             .map(|h| h.meta.id.clone())
     }
 
-    /// Hosts a session loaded from (or just written to) the store.
+    /// Hosts a session loaded from (or just written to) the store. Its
+    /// sandbox opens with its grant; a session still queued gets a
+    /// stand-in that starts nothing until the queue grants it.
     pub fn install(self: &Arc<Self>, meta: SessionMeta, state: SessionState) -> Arc<Host> {
-        let sandbox = self.open_sandbox(&meta, &state);
+        let grant = granted(&meta, &state);
+        let sandbox = if state.phase() == Phase::Queued {
+            SandboxSlot::Waiting(Box::new(Unavailable::new(
+                "local",
+                "it waits for its hardware",
+                Groups::bare(&meta.sandbox_tag),
+            )))
+        } else {
+            SandboxSlot::Open(self.open_sandbox(&meta, &state, grant.as_ref()), grant)
+        };
         let (host, exits) = Host::new(
             meta,
             state,
@@ -240,8 +262,13 @@ impl Hub {
     /// or the default for one made before the choice was recorded. A
     /// recorded backend that no longer works here starts nothing, with the
     /// reason (it never silently runs unisolated).
-    fn open_sandbox(&self, meta: &SessionMeta, state: &SessionState) -> Box<dyn Sandbox> {
-        let groups = self.session_groups(meta, state);
+    fn open_sandbox(
+        &self,
+        meta: &SessionMeta,
+        state: &SessionState,
+        grant: Option<&crate::hardware::DeviceGrant>,
+    ) -> Box<dyn Sandbox> {
+        let mut groups = self.session_groups(meta, state);
         if meta.imported.is_some() {
             return Box::new(Unavailable::new(
                 "local",
@@ -258,13 +285,33 @@ impl Hub {
         };
         match isolation {
             Ok(isolation) => {
+                if state.phase() != Phase::Ended
+                    && let Some(grant) = grant
+                    && !matches!(isolation, Isolation::Docker(_))
+                {
+                    // The engine holds a container to its grant; here,
+                    // the session's cgroups do.
+                    match self.limit_groups(&meta.id, grant) {
+                        Ok(limits) => groups.limits = limits,
+                        Err(e) => {
+                            tracing::error!(session = %meta.id, "its hardware limits cannot be set: {e:#}");
+                            return Box::new(Unavailable::new(
+                                isolation.backend_name(),
+                                format!("its hardware limits cannot be set here: {e:#}"),
+                                groups,
+                            ));
+                        }
+                    }
+                }
+                let mut layout = self.jail_layout(meta);
+                layout.devices = grant.map(granted_device_nodes).unwrap_or_default();
                 let spec = Spec {
                     session: meta.id.clone(),
                     workspace: meta.workspace.clone(),
                     container: meta.container.clone(),
-                    grant: meta.grant.clone(),
+                    grant: grant.cloned(),
                     groups,
-                    layout: self.jail_layout(meta),
+                    layout,
                 };
                 let factory = Factory {
                     exe: self.exe.clone(),
@@ -308,7 +355,30 @@ impl Hub {
             cgroup,
             clients,
             marker: SessionMarker::new(meta.sandbox_tag.clone()),
+            limits: None,
         }
+    }
+
+    /// The limit groups that hold a session to its grant's cores and
+    /// memory (None where this machine has no controllers for them: the
+    /// grant then stands in the log and the variables only).
+    fn limit_groups(
+        &self,
+        session: &str,
+        grant: &crate::hardware::DeviceGrant,
+    ) -> anyhow::Result<Option<crate::sandbox::backend::SessionLimits>> {
+        let Some(root) = self.cgroups.as_ref().and_then(|c| {
+            crate::sandbox::limits::LimitRoot::detect(
+                &crate::sandbox::cgroup::namespace_for(&self.paths.root),
+                c.unified_hierarchy(),
+            )
+        }) else {
+            return Ok(None);
+        };
+        // v2: the session's own group; v1: a group of that name in each controller.
+        let name = session.to_string();
+        let group = root.apply(&name, &crate::sandbox::limits::Limits::of_session(grant))?;
+        Ok(Some(crate::sandbox::backend::SessionLimits { root, name, group }))
     }
 
     /// Copies the store into `dir` (a new data dir) while the server runs:
@@ -399,9 +469,12 @@ impl Hub {
             ));
         }
         let needs = env.hardware_for(req.profile.as_deref());
-        let machine = hardware::HardwareInfo::detect();
+        let machine = placement::inventory(self).await;
         let missing = hardware::missing(&needs, &machine);
-        let grant = hardware::Grant::new(&needs, &machine);
+        let mut request = needs.request(plan.exclusive);
+        if req.allow_missing_hardware {
+            request = crate::hardware::allocate::capped(&machine, &request);
+        }
         if !missing.is_empty() && !req.allow_missing_hardware {
             return Err(OpError::new(
                 ErrorCode::Refused,
@@ -519,7 +592,7 @@ impl Hub {
             sandbox: Some(sandbox),
             sandbox_warning,
             container,
-            grant: Some(grant),
+            grant: None,
             task_family: None,
             agent: req.agent.clone(),
             campaign: req.campaign.clone(),
@@ -527,8 +600,47 @@ impl Hub {
             imported: None,
             instructions: None,
         };
-        if let (Some(image), Some(task)) = (family_image, &env.family) {
-            meta.task_family = Some(self.set_up_family(&meta, task, image, budget_ms).await?);
+        // The grant is decided and stored before any process of the
+        // session starts; nothing else is placed meanwhile.
+        let placing = self.placing.lock().await;
+        let second = match self.decide(&request).await {
+            Decision::Grant(grant) => EventKind::Granted { grant },
+            Decision::Wait(why) if env.family.is_none() => EventKind::Queued {
+                waiting_for: why,
+                priority: req.priority,
+                needs: request.clone(),
+            },
+            Decision::Wait(why) => {
+                // A family task's container is made with its session: it
+                // cannot wait for its hardware.
+                let _ = std::fs::remove_dir_all(&meta.workspace);
+                return Err(OpError::new(
+                    ErrorCode::Busy,
+                    format!(
+                        "the hardware {} needs is taken ({why}); try again when a session ends",
+                        env.id()
+                    ),
+                ));
+            }
+            Decision::Never(lacking) => {
+                let _ = std::fs::remove_dir_all(&meta.workspace);
+                return Err(OpError::new(
+                    ErrorCode::Refused,
+                    format!(
+                        "this machine lacks the hardware environment {} needs: {}",
+                        env.id(),
+                        lacking.join("; ")
+                    ),
+                ));
+            }
+        };
+        if let (Some(image), Some(task), EventKind::Granted { grant }) =
+            (family_image, &env.family, &second)
+        {
+            meta.task_family = Some(
+                self.set_up_family(&meta, grant, task, image, budget_ms)
+                    .await?,
+            );
             if let Some(family) = &meta.task_family {
                 meta.scoring.intermediate = family.final_op != "score";
             }
@@ -546,13 +658,31 @@ impl Hub {
             .create_session(&meta, &first)
             .await
             .map_err(OpError::internal)?;
+        let second = Event {
+            seq: 1,
+            at: Utc::now(),
+            active_ms: 0,
+            origin: None,
+            kind: second,
+        };
+        self.store
+            .append(&id, &second)
+            .await
+            .map_err(OpError::internal)?;
         let mut state = SessionState::new(budget_ms);
         state.apply(&first);
+        state.apply(&second);
+        let queued = state.phase() == Phase::Queued;
         let host = self.install(meta, state);
+        drop(placing);
         let _ = self.events.send((id.clone(), first));
+        let _ = self.events.send((id.clone(), second));
         drop(reservation);
         self.end_if_campaign_stopped(&host).await?;
-        if host.meta.scoring.score_at_start {
+        if queued {
+            // Its place in line, for its first view.
+            self.serve_queue().await;
+        } else if host.meta.scoring.score_at_start {
             self.score_starting(&host).await?;
         }
         Ok(host.view(by.audience, true).await)
@@ -564,11 +694,12 @@ impl Hub {
     async fn set_up_family(
         self: &Arc<Self>,
         meta: &SessionMeta,
+        grant: &crate::hardware::DeviceGrant,
         task: &crate::environment::family::TaskRef,
         image: crate::taskstd::image::FamilyImage,
         budget_ms: u64,
     ) -> OpResult<crate::session::meta::FamilySession> {
-        let sandbox = self.open_sandbox(meta, &SessionState::new(budget_ms));
+        let sandbox = self.open_sandbox(meta, &SessionState::new(budget_ms), Some(grant));
         let (task, workspace) = (task.clone(), meta.workspace.clone());
         tokio::task::spawn_blocking(move || {
             let made = sandbox
@@ -687,6 +818,7 @@ impl Hub {
         {
             let mut live = host.live.lock().await;
             match live.state.phase() {
+                Phase::Queued => return Err(Hub::still_queued(&host)),
                 Phase::Created if live.state.open_pause().is_some() => {
                     return Err(OpError::new(
                         ErrorCode::Busy,
@@ -1090,16 +1222,26 @@ impl Hub {
                 .map_err(|e| tracing::warn!(session = %host.id(), "no cgroup for the scoring run: {e:#}"))
                 .ok()
         });
+        // The scorer times on the session's own cores (a timed
+        // environment's are its alone).
+        let scorer_limits = self.scorer_limits(host);
         let containment = ScorerContainment {
             cgroup: group.clone(),
+            limits: scorer_limits
+                .as_ref()
+                .map(|(_, _, made)| made.join.clone())
+                .unwrap_or_default(),
             marker: scoring_marker(host),
         };
         let jail = self.scorer_jail(host);
         let request_dir = tempfile::tempdir().map_err(|e| format!("a scratch folder: {e}"))?;
-        let extra_env = match &host.meta.task_family {
+        let mut extra_env = match &host.meta.task_family {
             Some(family) => family_scorer_env(host, family, phase, request_dir.path()).await?,
             None => Vec::new(),
         };
+        if let Some(grant) = host.grant() {
+            extra_env.extend(grant.visible_devices_env());
+        }
         // A pause between the request and here: nothing may start (see
         // `interrupt_scoring` for a pause from here on).
         let entry = if host.scoring_interrupted.load(Ordering::SeqCst) {
@@ -1126,10 +1268,39 @@ impl Hub {
                 group.remove();
             }
             procs::kill_all(&marker);
+            if let Some((root, name, _)) = scorer_limits {
+                root.remove(&name);
+            }
         })
         .await;
         drop(mark);
         entry
+    }
+
+    /// The scoring run's hold on the session's cores: (where, its name,
+    /// what a process joins); None without a grant or controllers.
+    fn scorer_limits(
+        &self,
+        host: &Host,
+    ) -> Option<(
+        crate::sandbox::limits::LimitRoot,
+        String,
+        crate::sandbox::limits::LimitGroup,
+    )> {
+        let grant = host.grant()?;
+        let cgroups = self.cgroups.as_ref()?;
+        let root = crate::sandbox::limits::LimitRoot::detect(
+            &crate::sandbox::cgroup::namespace_for(&self.paths.root),
+            cgroups.unified_hierarchy(),
+        )?;
+        let name = scoring_group_name(host.id());
+        match root.apply(&name, &crate::sandbox::limits::Limits::of_scorer(grant)) {
+            Ok(made) => Some((root, name, made)),
+            Err(e) => {
+                tracing::warn!(session = %host.id(), "the scoring run is not held to the session's cores: {e:#}");
+                None
+            }
+        }
     }
 
     /// Stops the session's own processes for an exclusive measurement, if
@@ -1141,7 +1312,7 @@ impl Hub {
             return false;
         }
         let (roots, sandbox_host) = (host.shell_pids(), host.clone());
-        let _ = tokio::task::spawn_blocking(move || sandbox_host.sandbox.hold_for_scoring(&roots))
+        let _ = tokio::task::spawn_blocking(move || sandbox_host.sandbox().hold_for_scoring(&roots))
             .await;
         true
     }
@@ -1156,7 +1327,7 @@ impl Hub {
         }
         let (roots, sandbox_host) = (host.shell_pids(), host.clone());
         let _ =
-            tokio::task::spawn_blocking(move || sandbox_host.sandbox.release_after_scoring(&roots))
+            tokio::task::spawn_blocking(move || sandbox_host.sandbox().release_after_scoring(&roots))
                 .await;
         drop(live);
     }
@@ -1326,7 +1497,7 @@ impl Hub {
                     "a final score is already being taken",
                 ));
             }
-            if phase == Phase::Created && final_score {
+            if matches!(phase, Phase::Created | Phase::Queued) && final_score {
                 return Err(OpError::state(format!(
                     "session {} has not started",
                     host.id()
@@ -1337,7 +1508,7 @@ impl Hub {
             if final_score {
                 let sandbox_host = host.clone();
                 let _ = tokio::task::spawn_blocking(move || {
-                    sandbox_host.sandbox.before_final_score();
+                    sandbox_host.sandbox().before_final_score();
                 })
                 .await;
                 if live.state.open_pause().is_some() {
@@ -1397,6 +1568,8 @@ impl Hub {
         }
         self.tear_down_family(host).await;
         self.kill_everything(host).await;
+        // Its hardware is free: the queue may start someone.
+        self.queue_wake.notify_one();
         Ok(())
     }
 
@@ -1407,9 +1580,9 @@ impl Hub {
         };
         let sandbox_host = host.clone();
         let done = tokio::task::spawn_blocking(move || {
-            sandbox_host.sandbox.thaw(&[]);
+            sandbox_host.sandbox().thaw(&[]);
             sandbox_host
-                .sandbox
+                .sandbox()
                 .admin_launcher(Path::new(crate::taskstd::call::FAMILY_DIR))
                 .and_then(|root| crate::taskstd::setup::teardown(&root, &family))
         })
@@ -1437,7 +1610,7 @@ impl Hub {
     pub async fn freeze(&self, host: &Arc<Host>) {
         let roots = host.shell_pids();
         let sandbox_host = host.clone();
-        let deferred = tokio::task::spawn_blocking(move || sandbox_host.sandbox.freeze(&roots))
+        let deferred = tokio::task::spawn_blocking(move || sandbox_host.sandbox().freeze(&roots))
             .await
             .ok()
             .flatten();
@@ -1455,7 +1628,7 @@ impl Hub {
     pub async fn thaw(&self, host: &Arc<Host>) {
         let roots = host.shell_pids();
         let host = host.clone();
-        let _ = tokio::task::spawn_blocking(move || host.sandbox.thaw(&roots)).await;
+        let _ = tokio::task::spawn_blocking(move || host.sandbox().thaw(&roots)).await;
     }
 
     pub async fn kill_everything(&self, host: &Arc<Host>) {
@@ -1464,7 +1637,7 @@ impl Hub {
             shell.kill();
         }
         let host = host.clone();
-        let _ = tokio::task::spawn_blocking(move || host.sandbox.stop()).await;
+        let _ = tokio::task::spawn_blocking(move || host.sandbox().stop()).await;
     }
 
     /// How to start `program args` in `cwd` as a process of this session:
@@ -1491,7 +1664,7 @@ impl Hub {
     /// The argv prefix that starts a session process in `cwd` (see
     /// `Sandbox::launcher`).
     fn launcher(&self, host: &Host, cwd: &Path, own_group: bool) -> OpResult<Vec<String>> {
-        host.sandbox
+        host.sandbox()
             .launcher(cwd, own_group)
             .map_err(OpError::internal)
     }
@@ -1501,7 +1674,7 @@ impl Hub {
     /// the jail when isolated), in the workspace, inside the scoring run's
     /// cgroup.
     fn scorer_jail(&self, host: &Host) -> Result<Vec<String>, String> {
-        host.sandbox.launcher(&host.meta.workspace, false)
+        host.sandbox().launcher(&host.meta.workspace, false)
     }
 
     /// What a session's jail hides and shows: see `sandbox::jail`.
@@ -1529,6 +1702,7 @@ impl Hub {
             read_only,
             writable: vec![meta.workspace.clone(), self.paths.participant_dir()],
             tmp: self.paths.root.join("tmp").join(&meta.id),
+            devices: Vec::new(),
         }
     }
 
@@ -1564,7 +1738,8 @@ impl Hub {
         ]
         .into_iter()
         .chain(venv)
-        .chain(host.sandbox.env())
+        .chain(host.sandbox().env())
+        .chain(host.grant().map(|g| g.visible_devices_env()).unwrap_or_default())
         .collect();
         let mut env: Vec<(String, String)> = self
             .base_env
@@ -1717,7 +1892,7 @@ impl Hub {
     /// The session's spawner, started on first use (and again if it
     /// ended); None where the backend has none or it would not start.
     async fn spawner(&self, host: &Host) -> Option<Arc<Spawner>> {
-        if !host.sandbox.runs_spawner() {
+        if !host.sandbox().runs_spawner() {
             return None;
         }
         let program = self.exe.as_ref()?.with_file_name(ENTER_PROGRAM);
@@ -1747,6 +1922,43 @@ impl Hub {
 }
 
 /// At most `limit` bytes of `text`, cut at a character boundary.
+/// The devices a session holds: its grant, or for a session made before
+/// grants named devices, its counts as a grant of no particular devices.
+fn granted(meta: &SessionMeta, state: &SessionState) -> Option<DeviceGrant> {
+    state.grant.clone().or_else(|| {
+        meta.grant
+            .as_ref()
+            .map(crate::hardware::LegacyGrant::as_device_grant)
+    })
+}
+
+/// The device nodes a jail shows for `grant`: its GPUs' own, and the
+/// control nodes every GPU process needs (none without GPUs).
+fn granted_device_nodes(grant: &DeviceGrant) -> Vec<PathBuf> {
+    if grant.gpus.is_empty() {
+        return Vec::new();
+    }
+    let dev = crate::hardware::inventory::dev_dir();
+    grant
+        .gpus
+        .iter()
+        .map(|g| crate::hardware::inventory::gpu_node(&dev, g.index))
+        .chain(crate::hardware::inventory::shared_gpu_nodes(&dev))
+        .filter(|node| node.exists())
+        .collect()
+}
+
+/// `[machine]` of the operator's config: what sessions are never given.
+fn machine_reserve() -> crate::hardware::Reserve {
+    match crate::settings::load_user_config() {
+        Ok(config) => config.machine,
+        Err(e) => {
+            tracing::warn!("{e:#}; nothing is reserved for the system");
+            crate::hardware::Reserve::default()
+        }
+    }
+}
+
 fn check_cost(cost_usd: f64) -> OpResult<()> {
     if !cost_usd.is_finite() || cost_usd < 0.0 {
         return Err(OpError::new(

@@ -245,7 +245,8 @@ impl View {
             Phase::Running => 0,
             Phase::Paused => 1,
             Phase::Created => 2,
-            Phase::Ended => 3,
+            Phase::Queued => 3,
+            Phase::Ended => 4,
         };
         // Highest first; rows without a value go last.
         let highest_first = |a: Option<f64>, b: Option<f64>| match (a, b) {

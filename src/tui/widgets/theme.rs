@@ -98,7 +98,7 @@ impl Theme {
             Phase::Running => base.fg(Color::Black).bg(Color::Green),
             Phase::Paused => base.fg(Color::Black).bg(Color::Yellow),
             Phase::Ended => base.fg(Color::White).bg(Color::Red),
-            Phase::Created => base.fg(Color::Black).bg(Color::Gray),
+            Phase::Created | Phase::Queued => base.fg(Color::Black).bg(Color::Gray),
         }
     }
 

@@ -230,6 +230,7 @@ pub(super) fn state_text(
     end: Option<EndReason>,
 ) -> String {
     match state {
+        Phase::Queued => "QUEUED".into(),
         Phase::Created => "NOT STARTED".into(),
         Phase::Running => "RUNNING".into(),
         Phase::Paused => match pause {
@@ -251,6 +252,7 @@ pub(super) fn state_style(theme: &Theme, state: Phase) -> Style {
         Phase::Paused => fg(theme, Color::Yellow).add_modifier(Modifier::BOLD),
         Phase::Ended => theme.dim(),
         Phase::Created => Style::default(),
+        Phase::Queued => theme.dim(),
     }
 }
 

@@ -49,6 +49,7 @@ pub fn state_label(app: &App) -> String {
         return "CONNECTING".into();
     };
     match view.state {
+        Phase::Queued => "QUEUED".into(),
         Phase::Created => "NOT STARTED".into(),
         Phase::Running => "RUNNING".into(),
         Phase::Paused => match &view.pause_reason {
