@@ -99,7 +99,10 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(launch.target, Some(77));
-        assert_eq!(launch.cgroups, [PathBuf::from("/cg"), PathBuf::from("/cpuset")]);
+        assert_eq!(
+            launch.cgroups,
+            [PathBuf::from("/cg"), PathBuf::from("/cpuset")]
+        );
         assert_eq!(launch.cwd, PathBuf::from("/ws"));
         assert_eq!(launch.env, [OsString::from("A=b")]);
         assert_eq!(launch.argv, ["bash", "-c", "true"]);

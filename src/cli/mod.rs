@@ -66,6 +66,9 @@ pub enum Command {
     /// Copy the data dir's store (sessions, logs, recordings) into DIR, a new
     /// data dir, while the server runs. Workspaces are not copied.
     Backup { dir: PathBuf },
+    /// The machines sessions run on: every GPU (index, uuid, model, memory,
+    /// the session holding it), CPU cores and memory free, sessions queued.
+    Hosts,
     /// Environments: list, show, validate, calibrate.
     #[command(subcommand)]
     Env(env_cmd::EnvCommand),

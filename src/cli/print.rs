@@ -209,10 +209,47 @@ fn session_raw(v: &SessionView) -> String {
     out
 }
 
+/// `queued: waiting for 1 GPU (H100) (0 free), 2nd in line` for a
+/// session that waits for its hardware.
+pub fn queue_line(v: &SessionView) -> Option<String> {
+    if v.state != crate::session::Phase::Queued {
+        return None;
+    }
+    let why = v.waiting_for.as_deref().unwrap_or("its hardware");
+    Some(match v.queue_position {
+        Some(n) => format!(
+            "queued: waiting for {}, {} in line; it starts by itself when the hardware is free",
+            printable(why),
+            crate::hardware::queue::ordinal(n)
+        ),
+        None => format!("queued: waiting for {}", printable(why)),
+    })
+}
+
+/// `hardware: GPU 1 (…), core 3, 16 GB memory on local (GPUs: enforced)`.
+fn hardware_line(v: &SessionView) -> Option<String> {
+    let grant = v.grant.as_ref()?;
+    let mut line = format!("hardware: {}", printable(&grant.describe()));
+    if !grant.gpus.is_empty() && !v.gpu_isolation.is_empty() {
+        line.push_str(&format!(" (gpu isolation: {})", v.gpu_isolation));
+    }
+    Some(line)
+}
+
 /// Where a session's processes run and how they are held.
 fn isolation_lines(v: &SessionView) -> String {
     let mut out = String::new();
     out.push_str(&format!("workspace {}\n", v.workspace));
+    if let Some(line) = queue_line(v) {
+        // Nothing of it runs yet: where it will is decided with its grant.
+        out.push_str(&line);
+        out.push('\n');
+        return out;
+    }
+    if let Some(line) = hardware_line(v) {
+        out.push_str(&line);
+        out.push('\n');
+    }
     if v.isolation == "bwrap" {
         out.push_str("isolation: bwrap jail (docs/sandbox.md)\n");
     } else if v.isolation == "docker" {
@@ -409,4 +446,68 @@ mod printable_tests {
         );
         assert_eq!(printable("plain é ✓"), "plain é ✓");
     }
+}
+
+/// `rebench hosts`: each machine, its GPUs and who holds them, its cores
+/// and memory.
+pub fn hosts_text(hosts: &[crate::protocol::HostView]) -> String {
+    use crate::hardware::inventory::format_cpu_list;
+    let mut out = String::new();
+    for host in hosts {
+        out.push_str(&format!("host {}\n", printable(&host.name)));
+        if host.gpus.is_empty() {
+            out.push_str("  no GPUs\n");
+        }
+        for gpu in &host.gpus {
+            let holder = match &gpu.session {
+                Some(s) => format!("held by {}", printable(s)),
+                None => "free".to_string(),
+            };
+            let used = match (gpu.utilization_pct, gpu.memory_used_mib) {
+                (Some(u), Some(m)) => format!(", {u}% busy, {m} MiB used"),
+                _ => String::new(),
+            };
+            out.push_str(&format!(
+                "  GPU {} {} {} ({} MiB): {holder}{used}\n",
+                gpu.index,
+                printable(&gpu.uuid),
+                printable(&gpu.model),
+                gpu.memory_mib
+            ));
+        }
+        let reserved = if host.reserved_cpus.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({} reserved for the system)",
+                format_cpu_list(&host.reserved_cpus)
+            )
+        };
+        out.push_str(&format!(
+            "  CPU cores {}: {} free{reserved}\n",
+            format_cpu_list(&host.cpus),
+            if host.cpus_free.is_empty() {
+                "none".to_string()
+            } else {
+                format_cpu_list(&host.cpus_free)
+            }
+        ));
+        if let (Some(total), Some(free)) = (host.memory_gb, host.memory_free_gb) {
+            out.push_str(&format!(
+                "  memory {} GB: {} GB not granted\n",
+                crate::hardware::grant::trim_gb(total),
+                crate::hardware::grant::trim_gb(free)
+            ));
+        }
+        out.push_str(&format!(
+            "  sessions holding hardware: {}; queued: {}\n",
+            host.sessions.len(),
+            if host.queued.is_empty() {
+                "none".to_string()
+            } else {
+                host.queued.join(", ")
+            }
+        ));
+    }
+    out
 }

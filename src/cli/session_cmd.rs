@@ -50,12 +50,29 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
                 );
             }
         }
+        Command::Hosts => {
+            let hosts: Vec<crate::protocol::HostView> = client.call(Request::Hosts).await?;
+            if json {
+                println!("{}", serde_json::to_string(&hosts)?);
+            } else {
+                print!("{}", super::print::hosts_text(&hosts));
+            }
+        }
         Command::New(args) => {
             let view = create(&mut client, args, paths).await?;
             if json {
-                println!("{}", serde_json::json!({"id": view.id}));
+                let mut out = serde_json::json!({"id": view.id, "state": view.state});
+                if view.state == crate::session::Phase::Queued {
+                    out["queue_position"] = serde_json::json!(view.queue_position);
+                    out["waiting_for"] = serde_json::json!(view.waiting_for);
+                }
+                println!("{out}");
             } else {
                 println!("{}", view.id);
+                if let Some(line) = super::print::queue_line(&view) {
+                    // stdout stays the id alone (scripts read it).
+                    eprintln!("{line}");
+                }
             }
         }
         Command::Start { new, raw } => {

@@ -132,7 +132,9 @@ pub fn allocate(
             free_gpus.len()
         );
         if unclean > 0 {
-            why.push_str(&format!(", {unclean} still in use by an ended session's process"));
+            why.push_str(&format!(
+                ", {unclean} still in use by an ended session's process"
+            ));
         }
         why.push(')');
         waits.push(why);
@@ -250,11 +252,21 @@ mod tests {
             .map(|i| Gpu {
                 index: i,
                 uuid: format!("GPU-{i}"),
-                model: if i < 6 { "NVIDIA H100 80GB HBM3" } else { "NVIDIA A100-SXM4-40GB" }.into(),
+                model: if i < 6 {
+                    "NVIDIA H100 80GB HBM3"
+                } else {
+                    "NVIDIA A100-SXM4-40GB"
+                }
+                .into(),
                 memory_mib: 81559,
             })
             .collect();
-        Inventory::from_parts(gpus, (0..cores).collect(), Some(memory_gb), Reserve::default())
+        Inventory::from_parts(
+            gpus,
+            (0..cores).collect(),
+            Some(memory_gb),
+            Reserve::default(),
+        )
     }
 
     fn req(gpus: u32, cpus: u32, memory_gb: f64, exclusive: bool) -> Request {
@@ -286,10 +298,7 @@ mod tests {
         assert_eq!(a.cpus, [0, 1, 2, 3]);
         assert!(!a.shared_cpus);
         let b = granted(allocate(&box8, &[&a], &none(), &req(2, 4, 64.0, true)));
-        assert_eq!(
-            b.gpus.iter().map(|g| g.index).collect::<Vec<_>>(),
-            [1, 2]
-        );
+        assert_eq!(b.gpus.iter().map(|g| g.index).collect::<Vec<_>>(), [1, 2]);
         assert_eq!(b.cpus, [4, 5, 6, 7]);
         assert_eq!(b.memory_gb, 64.0);
     }
@@ -317,7 +326,10 @@ mod tests {
         wants_a100.gpus = 3;
         match allocate(&mixed, &[], &none(), &wants_a100) {
             Decision::Never(why) => {
-                assert!(why[0].starts_with("3 GPUs (A100) required, 2 found"), "{why:?}")
+                assert!(
+                    why[0].starts_with("3 GPUs (A100) required, 2 found"),
+                    "{why:?}"
+                )
             }
             other => panic!("{other:?}"),
         }
@@ -390,7 +402,10 @@ mod tests {
         assert_eq!(a.cpus, [2, 3]);
         match allocate(&inv, &[], &none(), &req(0, 3, 1.0, true)) {
             Decision::Never(why) => {
-                assert_eq!(why, ["3 CPUs required, 2 found (2 reserved for the system)"])
+                assert_eq!(
+                    why,
+                    ["3 CPUs required, 2 found (2 reserved for the system)"]
+                )
             }
             other => panic!("{other:?}"),
         }

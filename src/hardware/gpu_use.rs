@@ -85,7 +85,9 @@ mod tests {
 
     #[test]
     fn compute_apps_name_the_gpus_in_use() {
-        let busy = parse_compute_apps("4242, GPU-aaa, 1024\n4243, GPU-aaa, 10\n\nNo running processes found\n");
+        let busy = parse_compute_apps(
+            "4242, GPU-aaa, 1024\n4243, GPU-aaa, 10\n\nNo running processes found\n",
+        );
         assert_eq!(busy.into_iter().collect::<Vec<_>>(), ["GPU-aaa"]);
     }
 

@@ -98,7 +98,11 @@ impl DeviceGrant {
             parts.push(format!("{noun} {}", gpus.join(", ")));
         }
         if !self.cpus.is_empty() {
-            let noun = if self.cpus.len() == 1 { "core" } else { "cores" };
+            let noun = if self.cpus.len() == 1 {
+                "core"
+            } else {
+                "cores"
+            };
             let shared = if self.shared_cpus { " (shared)" } else { "" };
             parts.push(format!("{noun} {}{shared}", self.cpu_list()));
         }

@@ -132,14 +132,15 @@ fn detect_gpus() -> Vec<Gpu> {
         ])
         .output();
     match output {
-        Ok(out) if out.status.success() => match parse_gpus(&String::from_utf8_lossy(&out.stdout))
-        {
-            Ok(gpus) => gpus,
-            Err(e) => {
-                tracing::warn!("nvidia-smi's GPU list is not understood: {e}");
-                Vec::new()
+        Ok(out) if out.status.success() => {
+            match parse_gpus(&String::from_utf8_lossy(&out.stdout)) {
+                Ok(gpus) => gpus,
+                Err(e) => {
+                    tracing::warn!("nvidia-smi's GPU list is not understood: {e}");
+                    Vec::new()
+                }
             }
-        },
+        }
         _ => Vec::new(),
     }
 }
@@ -162,11 +163,7 @@ pub fn parse_gpus(csv: &str) -> Result<Vec<Gpu>, String> {
         let index: u32 = index
             .parse()
             .map_err(|_| format!("line {}: index {index:?} is not a number", n + 1))?;
-        let memory_mib = memory
-            .trim_end_matches("MiB")
-            .trim()
-            .parse()
-            .unwrap_or(0);
+        let memory_mib = memory.trim_end_matches("MiB").trim().parse().unwrap_or(0);
         if uuid.is_empty() {
             return Err(format!("line {}: GPU {index} has no uuid", n + 1));
         }
@@ -256,7 +253,11 @@ mod tests {
         assert!(gpus[0].is_model(None));
         let bad = parse_gpus("0, GPU-a, H100\n").unwrap_err();
         assert!(bad.contains("line 1"), "{bad}");
-        assert!(parse_gpus("x, GPU-a, H100, 1\n").unwrap_err().contains("index"));
+        assert!(
+            parse_gpus("x, GPU-a, H100, 1\n")
+                .unwrap_err()
+                .contains("index")
+        );
     }
 
     #[test]
@@ -295,14 +296,30 @@ mod tests {
     #[test]
     fn shared_nodes_are_the_control_ones_only() {
         let dev = tempfile::tempdir().unwrap();
-        for name in ["nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset", "null"] {
+        for name in [
+            "nvidia0",
+            "nvidia1",
+            "nvidiactl",
+            "nvidia-uvm",
+            "nvidia-uvm-tools",
+            "nvidia-modeset",
+            "null",
+        ] {
             std::fs::write(dev.path().join(name), "").unwrap();
         }
         let names: Vec<String> = shared_gpu_nodes(dev.path())
             .iter()
             .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
-        assert_eq!(names, ["nvidia-modeset", "nvidia-uvm", "nvidia-uvm-tools", "nvidiactl"]);
+        assert_eq!(
+            names,
+            [
+                "nvidia-modeset",
+                "nvidia-uvm",
+                "nvidia-uvm-tools",
+                "nvidiactl"
+            ]
+        );
         assert_eq!(gpu_node(dev.path(), 1), dev.path().join("nvidia1"));
     }
 }

@@ -26,7 +26,9 @@ pub fn in_line(mut waiting: Vec<Waiting>) -> Vec<Waiting> {
 
 /// 1 for the next in line.
 pub fn position(line: &[Waiting], session: &str) -> Option<usize> {
-    line.iter().position(|w| w.session == session).map(|i| i + 1)
+    line.iter()
+        .position(|w| w.session == session)
+        .map(|i| i + 1)
 }
 
 /// "1st", "2nd", "3rd", "11th".
@@ -67,7 +69,9 @@ mod tests {
         let words: Vec<String> = [1, 2, 3, 4, 11, 12, 13, 21, 22, 101].map(ordinal).into();
         assert_eq!(
             words,
-            ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st"]
+            [
+                "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st"
+            ]
         );
     }
 }

@@ -58,7 +58,8 @@ pub enum AttachMode {
 /// [`ShellInfo`]; `shell_list` → `Vec<ShellInfo>`; `shell_attach` →
 /// [`AttachReply`]; `recording` → [`RecordingPage`]; `recorded_shells` →
 /// `Vec<u32>`; `credentials` → [`Credentials`]; `shutdown` →
-/// [`ShutdownReply`]; `backup` → [`BackupReply`]; `campaign_open`,
+/// [`ShutdownReply`]; `backup` → [`BackupReply`]; `hosts` →
+/// `Vec<HostView>`; `campaign_open`,
 /// `campaign_show`, `campaign_stop` → [`CampaignView`]; `campaign_list` →
 /// `Vec<CampaignView>`; `import_run` → [`SessionView`]; the rest → [`Done`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -207,6 +208,9 @@ pub enum Request {
     Backup {
         dir: String,
     },
+    /// The machines sessions run on, their devices and who holds each
+    /// (admin only).
+    Hosts,
     /// Register a campaign, or find it again (the same plan), and become
     /// its runner for as long as this connection lasts: only the runner
     /// makes its sessions, and when the runner goes its running sessions
@@ -263,6 +267,7 @@ impl Request {
             | ListSessions
             | Shutdown
             | Backup { .. }
+            | Hosts
             | CampaignOpen { .. }
             | CampaignShow { .. }
             | CampaignList

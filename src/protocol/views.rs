@@ -509,6 +509,40 @@ pub struct ShutdownReply {
     pub stopping: bool,
 }
 
+/// `hosts`: one machine sessions run on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostView {
+    pub name: String,
+    pub gpus: Vec<HostGpuView>,
+    /// Cores sessions may be given, and those reserved for the system.
+    pub cpus: Vec<u32>,
+    pub reserved_cpus: Vec<u32>,
+    /// Cores no session holds.
+    pub cpus_free: Vec<u32>,
+    /// GiB sessions may be given (None: unknown), and not yet granted.
+    pub memory_gb: Option<f64>,
+    pub memory_free_gb: Option<f64>,
+    /// Sessions holding hardware here, and sessions waiting for it.
+    pub sessions: Vec<String>,
+    pub queued: Vec<String>,
+}
+
+/// One GPU of a host and who holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostGpuView {
+    pub index: u32,
+    pub uuid: String,
+    pub model: String,
+    pub memory_mib: u64,
+    /// The session holding it.
+    pub session: Option<String>,
+    /// Its use at the last sample (None: not sampled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utilization_pct: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_used_mib: Option<u64>,
+}
+
 /// `backup`: where the copy went and what it holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BackupReply {

@@ -44,7 +44,9 @@ pub fn marker_for(kind: &EventKind, unit: &str) -> Option<(MarkerKind, String)> 
         ),
         EventKind::ModelCall(call) => (MarkerKind::Model, model_call_label(call)),
         // Which devices the session had is part of its record.
-        EventKind::Granted { grant } => (MarkerKind::Plain, format!("hardware: {}", grant.describe())),
+        EventKind::Granted { grant } => {
+            (MarkerKind::Plain, format!("hardware: {}", grant.describe()))
+        }
         EventKind::Queued { waiting_for, .. } => (
             MarkerKind::Plain,
             format!("queued: waiting for {waiting_for}"),

@@ -309,8 +309,9 @@ impl Jail {
             }
             for dir in limit_dirs {
                 let procs = dir.join("cgroup.procs");
-                std::fs::write(&procs, pid.to_string())
-                    .with_context(|| format!("moving the jail's process {pid} into {}", procs.display()))?;
+                std::fs::write(&procs, pid.to_string()).with_context(|| {
+                    format!("moving the jail's process {pid} into {}", procs.display())
+                })?;
             }
         }
         Ok(())
@@ -366,5 +367,4 @@ mod tests {
         assert_eq!(child_pid(""), None);
         assert_eq!(child_pid("{\"child-pid\": \"x\"}"), None);
     }
-
 }

@@ -208,9 +208,7 @@ fn apply_unified(
     }
     Ok(LimitGroup {
         join: Vec::new(),
-        oom_file: limits
-            .memory_bytes
-            .map(|_| group.join("memory.events")),
+        oom_file: limits.memory_bytes.map(|_| group.join("memory.events")),
     })
 }
 
@@ -250,7 +248,10 @@ fn apply_split(
         let group = root.join(name);
         std::fs::create_dir_all(&group)
             .with_context(|| format!("creating cgroup {}", group.display()))?;
-        write(&group.join("cpu.shares"), &(u64::from(weight) * 1024).to_string())?;
+        write(
+            &group.join("cpu.shares"),
+            &(u64::from(weight) * 1024).to_string(),
+        )?;
         made.join.push(group);
     }
     Ok(made)

@@ -674,6 +674,7 @@ async fn run_request(
         Request::CreateSession(req) => json(hub.create(*req, actor).await?),
         Request::Begin { session } => json(hub.begin(&session, actor).await?),
         Request::Backup { dir } => json(hub.backup(std::path::Path::new(&dir)).await?),
+        Request::Hosts => json(hub.hosts_view().await),
         Request::ListSessions => {
             let mut views = Vec::new();
             for host in hub.all_hosts() {

@@ -15,9 +15,9 @@ use bollard::models::{ContainerCreateBody, DeviceMapping, DeviceRequest, HostCon
 use bollard::query_parameters::{CreateContainerOptions, RemoveContainerOptions};
 use futures_util::StreamExt;
 
+use crate::environment::manifest::SandboxSettings;
 use crate::hardware::DeviceGrant;
 use crate::hardware::inventory::{dev_dir, gpu_node, shared_gpu_nodes};
-use crate::environment::manifest::SandboxSettings;
 use crate::sandbox::docker::image::{AGENT_HOME, AGENT_UID, AGENT_USER, ensure_base_image};
 use crate::sandbox::docker::{Engine, block_on};
 use crate::sandbox::enter::{DockerTarget, Launch, prefix};
@@ -612,7 +612,10 @@ mod tests {
             Some(vec!["GPU-3".to_string(), "GPU-5".to_string()])
         );
         assert_eq!(request.driver.as_deref(), Some("nvidia"));
-        let shared = limits(Some(&grant(&[], &[0, 1], true, 0.0)), GpuAccess::NvidiaRuntime);
+        let shared = limits(
+            Some(&grant(&[], &[0, 1], true, 0.0)),
+            GpuAccess::NvidiaRuntime,
+        );
         assert_eq!(shared.cpu_shares, Some(2048));
         assert_eq!(shared.nano_cpus, Some(2_000_000_000));
         assert_eq!((shared.memory, shared.device_requests), (None, None));
@@ -634,7 +637,10 @@ mod tests {
             .into_iter()
             .map(|d| d.path_in_container.unwrap())
             .collect();
-        assert_eq!(mapped, ["/dev/nvidia1", "/dev/nvidia-uvm", "/dev/nvidiactl"]);
+        assert_eq!(
+            mapped,
+            ["/dev/nvidia1", "/dev/nvidia-uvm", "/dev/nvidiactl"]
+        );
         assert_eq!(config.device_requests, None);
     }
 }

@@ -68,7 +68,8 @@ async fn pause_when_the_sandbox_fails(hub: &Arc<Hub>, host: &Arc<Host>) {
         return;
     }
     let checked = host.clone();
-    let Ok(Err(cause)) = tokio::task::spawn_blocking(move || checked.sandbox().check()).await else {
+    let Ok(Err(cause)) = tokio::task::spawn_blocking(move || checked.sandbox().check()).await
+    else {
         return;
     };
     let note = format!(

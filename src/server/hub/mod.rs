@@ -15,10 +15,10 @@ use chrono::Utc;
 use tokio::sync::broadcast;
 
 use crate::environment::{Environment, files, hardware, prepare};
+use crate::hardware::{Decision, DeviceGrant};
 use crate::paths::DataPaths;
 use crate::protocol::{Audience, CreateSession, ErrorCode, ExecReply, ScoreView, SessionView};
 use crate::sandbox::SessionMarker;
-use crate::hardware::{Decision, DeviceGrant};
 use crate::sandbox::backend::{Backend, Factory, Groups, Sandbox, Spec, Unavailable};
 use crate::sandbox::cgroup::CgroupRoot;
 use crate::sandbox::enter::ENTER_PROGRAM;
@@ -237,7 +237,11 @@ impl Hub {
         let grant = granted(&meta, &state);
         let sandbox = if state.phase() == Phase::Queued {
             SandboxSlot::Waiting(Box::new(Unavailable::new(
-                "local",
+                backend_name(
+                    meta.sandbox
+                        .as_deref()
+                        .unwrap_or(self.default_backend.backend.backend_name()),
+                ),
                 "it waits for its hardware",
                 Groups::bare(&meta.sandbox_tag),
             )))
@@ -321,12 +325,11 @@ impl Hub {
             }
             Err((name, e)) => {
                 tracing::error!(session = %meta.id, "the session's sandbox {name} does not work here: {e:#}");
-                let name = match name {
-                    "bwrap" => "bwrap",
-                    "docker" => "docker",
-                    _ => "local",
-                };
-                Box::new(Unavailable::new(name, format!("{e:#}"), groups))
+                Box::new(Unavailable::new(
+                    backend_name(name),
+                    format!("{e:#}"),
+                    groups,
+                ))
             }
         }
     }
@@ -378,7 +381,11 @@ impl Hub {
         // v2: the session's own group; v1: a group of that name in each controller.
         let name = session.to_string();
         let group = root.apply(&name, &crate::sandbox::limits::Limits::of_session(grant))?;
-        Ok(Some(crate::sandbox::backend::SessionLimits { root, name, group }))
+        Ok(Some(crate::sandbox::backend::SessionLimits {
+            root,
+            name,
+            group,
+        }))
     }
 
     /// Copies the store into `dir` (a new data dir) while the server runs:
@@ -1312,8 +1319,9 @@ impl Hub {
             return false;
         }
         let (roots, sandbox_host) = (host.shell_pids(), host.clone());
-        let _ = tokio::task::spawn_blocking(move || sandbox_host.sandbox().hold_for_scoring(&roots))
-            .await;
+        let _ =
+            tokio::task::spawn_blocking(move || sandbox_host.sandbox().hold_for_scoring(&roots))
+                .await;
         true
     }
 
@@ -1326,9 +1334,10 @@ impl Hub {
             return;
         }
         let (roots, sandbox_host) = (host.shell_pids(), host.clone());
-        let _ =
-            tokio::task::spawn_blocking(move || sandbox_host.sandbox().release_after_scoring(&roots))
-                .await;
+        let _ = tokio::task::spawn_blocking(move || {
+            sandbox_host.sandbox().release_after_scoring(&roots)
+        })
+        .await;
         drop(live);
     }
 
@@ -1739,7 +1748,11 @@ impl Hub {
         .into_iter()
         .chain(venv)
         .chain(host.sandbox().env())
-        .chain(host.grant().map(|g| g.visible_devices_env()).unwrap_or_default())
+        .chain(
+            host.grant()
+                .map(|g| g.visible_devices_env())
+                .unwrap_or_default(),
+        )
         .collect();
         let mut env: Vec<(String, String)> = self
             .base_env
@@ -1922,6 +1935,15 @@ impl Hub {
 }
 
 /// At most `limit` bytes of `text`, cut at a character boundary.
+/// A recorded backend's name as the sandbox seam spells it.
+fn backend_name(name: &str) -> &'static str {
+    match name {
+        "bwrap" => "bwrap",
+        "docker" => "docker",
+        _ => "local",
+    }
+}
+
 /// The devices a session holds: its grant, or for a session made before
 /// grants named devices, its counts as a grant of no particular devices.
 fn granted(meta: &SessionMeta, state: &SessionState) -> Option<DeviceGrant> {

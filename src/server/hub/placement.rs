@@ -141,7 +141,9 @@ impl Hub {
         order
             .into_iter()
             .filter_map(|w| {
-                let i = waiting.iter().position(|(x, _, _)| x.session == w.session)?;
+                let i = waiting
+                    .iter()
+                    .position(|(x, _, _)| x.session == w.session)?;
                 Some(waiting.swap_remove(i))
             })
             .collect()
@@ -220,5 +222,67 @@ impl Host {
     /// Its place in line and what it waits for, for its views.
     pub fn set_queue_note(&self, position: usize, why: String) {
         *self.queue_note.lock().unwrap_or_else(|e| e.into_inner()) = Some((position, why));
+    }
+}
+
+impl Hub {
+    /// `hosts`: this machine, its devices and who holds each.
+    pub async fn hosts_view(&self) -> Vec<crate::protocol::HostView> {
+        let inventory = inventory(self).await;
+        let held = self.held_grants().await;
+        let uses = if inventory.gpus.is_empty() {
+            Default::default()
+        } else {
+            tokio::task::spawn_blocking(gpu_use::sample)
+                .await
+                .unwrap_or_default()
+        };
+        let mut queued = Vec::new();
+        for host in self.all_hosts() {
+            if host.live.lock().await.state.phase() == Phase::Queued {
+                queued.push(host.id().to_string());
+            }
+        }
+        let holder = |uuid: &str| {
+            held.iter()
+                .find(|(_, g)| g.gpus.iter().any(|gpu| gpu.uuid == uuid))
+                .map(|(id, _)| id.clone())
+        };
+        let gpus = inventory
+            .gpus
+            .iter()
+            .map(|gpu| crate::protocol::HostGpuView {
+                index: gpu.index,
+                uuid: gpu.uuid.clone(),
+                model: gpu.model.clone(),
+                memory_mib: gpu.memory_mib,
+                session: holder(&gpu.uuid),
+                utilization_pct: uses.get(&gpu.uuid).map(|u| u.utilization_pct),
+                memory_used_mib: uses.get(&gpu.uuid).map(|u| u.memory_used_mib),
+            })
+            .collect();
+        let taken: BTreeSet<u32> = held.iter().flat_map(|(_, g)| g.cpus.clone()).collect();
+        let committed: f64 = held.iter().map(|(_, g)| g.memory_gb).sum();
+        vec![crate::protocol::HostView {
+            name: inventory.host.clone(),
+            gpus,
+            reserved_cpus: inventory
+                .all_cpus
+                .iter()
+                .filter(|c| !inventory.cpus.contains(c))
+                .copied()
+                .collect(),
+            cpus_free: inventory
+                .cpus
+                .iter()
+                .filter(|c| !taken.contains(c))
+                .copied()
+                .collect(),
+            cpus: inventory.cpus.clone(),
+            memory_gb: inventory.memory_gb,
+            memory_free_gb: inventory.memory_gb.map(|m| (m - committed).max(0.0)),
+            sessions: held.into_iter().map(|(id, _)| id).collect(),
+            queued,
+        }]
     }
 }

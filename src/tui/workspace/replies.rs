@@ -265,7 +265,7 @@ impl App {
     /// clock, the shells while it runs or pauses, the summary at the end.
     fn follow_state(&mut self, effects: &mut Vec<Effect>) {
         let target = match self.state() {
-            Some(Phase::Created) => Screen::Start,
+            Some(Phase::Created | Phase::Queued) => Screen::Start,
             Some(Phase::Ended) => Screen::Summary,
             _ => Screen::Workspace,
         };
@@ -380,6 +380,14 @@ impl App {
             }
             EventKind::Ended { .. } => {
                 effects.push(self.request(Pending::Show, |session| Request::Show { session }));
+            }
+            // Out of the queue: the participant may have stepped away.
+            EventKind::Granted { grant } => {
+                self.notify(format!(
+                    "your hardware is ready ({}): press Enter to start the clock",
+                    grant.describe()
+                ));
+                effects.push(Effect::Bell);
             }
             EventKind::Extended { .. } => self.check_warnings(effects),
             _ => {}

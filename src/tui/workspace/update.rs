@@ -17,6 +17,8 @@ use crate::tui::widgets::theme::Urgency;
 
 /// Lines one wheel notch scrolls.
 const WHEEL_LINES: isize = 3;
+/// Seconds between reads of a queued session's place in line.
+const QUEUE_REFRESH_S: f64 = 3.0;
 /// Longest note accepted by the editor.
 const NOTE_MAX_CHARS: usize = 2000;
 
@@ -32,6 +34,13 @@ impl App {
             Action::Tick => {
                 let before = self.time_signature();
                 self.check_warnings(&mut effects);
+                // While it waits in line, its place is read again now and then.
+                if self.state() == Some(Phase::Queued)
+                    && self.now_s - self.synced_at_s >= QUEUE_REFRESH_S
+                {
+                    self.synced_at_s = self.now_s;
+                    effects.push(self.request(Pending::Show, |session| Request::Show { session }));
+                }
                 // The reconnect screen counts down to the next try.
                 if self.time_signature() != before || self.reconnect.is_some() {
                     self.dirty = true;
@@ -129,6 +138,9 @@ impl App {
 
     fn start_key(&mut self, key: KeyEvent, effects: &mut Vec<Effect>) {
         match key.code {
+            KeyCode::Enter if self.state() == Some(Phase::Queued) => {
+                self.notify("waiting for the hardware: the clock can start once it is yours");
+            }
             KeyCode::Enter if !self.begin_sent => {
                 self.begin_sent = true;
                 self.notify("starting the clock…");

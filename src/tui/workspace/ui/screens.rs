@@ -92,6 +92,25 @@ pub fn draw_start(app: &App, frame: &mut Frame, area: Rect) {
             },
         ),
     ]);
+    if let Some(grant) = &view.grant {
+        lines.push(field(theme, "Hardware", grant.describe()));
+    }
+    let queued = view.state == crate::session::Phase::Queued;
+    if queued {
+        let why = view.waiting_for.as_deref().unwrap_or("its hardware");
+        let place = view
+            .queue_position
+            .map(|n| format!(": {} in line", crate::hardware::queue::ordinal(n)))
+            .unwrap_or_default();
+        lines.push(Line::raw(""));
+        lines.push(Line::styled(
+            format!("⏳ waiting for {why}{place}"),
+            theme.title().add_modifier(Modifier::BOLD),
+        ));
+        lines.push(Line::raw(
+            "The clock cannot start yet and does not run: this screen changes by itself (with a bell) when the hardware is yours.",
+        ));
+    }
     if !view.hardware_missing.is_empty() {
         lines.push(Line::styled(
             format!(
@@ -142,15 +161,27 @@ pub fn draw_start(app: &App, frame: &mut Frame, area: Rect) {
         )),
     ]);
     // The way on sits in the border, so it shows even when the text is cut short.
-    let press = Line::from(vec![
-        Span::raw(" Press "),
-        Span::styled("Enter", theme.key()),
-        Span::raw(" to start the clock ·  "),
-        Span::styled("i", theme.key()),
-        Span::raw(" instructions ·  "),
-        Span::styled("q", theme.key()),
-        Span::raw(" leave without starting "),
-    ]);
+    let first = if queued {
+        vec![Span::raw(" Waiting for hardware ·  ")]
+    } else {
+        vec![
+            Span::raw(" Press "),
+            Span::styled("Enter", theme.key()),
+            Span::raw(" to start the clock ·  "),
+        ]
+    };
+    let press = Line::from(
+        [
+            first,
+            vec![
+                Span::styled("i", theme.key()),
+                Span::raw(" instructions ·  "),
+                Span::styled("q", theme.key()),
+                Span::raw(" leave without starting "),
+            ],
+        ]
+        .concat(),
+    );
     let rect = crate::tui::widgets::overlay::centered(area, 96, lines.len() as u16 + 4);
     frame.render_widget(
         Paragraph::new(lines).wrap(Wrap { trim: false }).block(
