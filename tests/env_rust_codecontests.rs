@@ -123,7 +123,7 @@ fn score(
         cwd: ws.to_path_buf(),
         env: vars,
         env_clear: true,
-        cgroup: None,
+        cgroups: Vec::new(),
         timeout: plan.timeout,
         output_limit: OUTPUT_LIMIT,
     };

@@ -22,7 +22,7 @@ fn invocation(argv: &[&str], cwd: &Path) -> ScorerInvocation {
         cwd: cwd.to_path_buf(),
         env: Vec::new(),
         env_clear: false,
-        cgroup: None,
+        cgroups: Vec::new(),
         timeout: Duration::from_secs(30),
         output_limit: OUTPUT_LIMIT,
     }

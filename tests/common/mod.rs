@@ -454,13 +454,14 @@ pub fn test_jail(
         read_only: read_only.to_vec(),
         writable: writable.to_vec(),
         tmp: tmp.path().join("tmp"),
+        devices: Vec::new(),
     };
     let marker = rebench::sandbox::SessionMarker::new("test-jail");
-    let jail = rebench::sandbox::jail::Jail::start(Path::new("bwrap"), &layout, &marker, None)
+    let jail = rebench::sandbox::jail::Jail::start(Path::new("bwrap"), &layout, &marker, None, &[])
         .expect("starting a jail");
     let launch = rebench::sandbox::enter::Launch {
         target: Some(jail.init_pid()),
-        cgroup: None,
+        cgroups: Vec::new(),
         docker: None,
         cwd: cwd.to_path_buf(),
         env: Vec::new(),

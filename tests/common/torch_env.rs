@@ -109,7 +109,7 @@ pub fn score(
         cwd: ws.to_path_buf(),
         env: vars,
         env_clear: false,
-        cgroup: None,
+        cgroups: Vec::new(),
         timeout: plan.timeout,
         output_limit: OUTPUT_LIMIT,
     };
