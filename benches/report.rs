@@ -87,6 +87,7 @@ fn generated_run(index: usize, rng: &mut StdRng) -> Run {
             tokens_out: 100_000,
         },
         unnormalized: false,
+        hardware: None,
         extended_s: 0.0,
         version: String::new(),
     }

@@ -88,19 +88,23 @@ async fn a_docker_session_runs_in_its_own_container() {
         1,
         "one container per session"
     );
-    // prefix-sum asks for 1 CPU and 1 GB: the container gets that much.
+    // prefix-sum asks for 1 CPU and 1 GB, and its scores are timed: the
+    // container gets its granted core to itself, and 1 GB.
+    let grant = view.grant.clone().expect("a grant");
+    assert_eq!(grant.cpus.len(), 1);
+    assert!(!grant.shared_cpus);
     let limits = std::process::Command::new("docker")
         .args([
             "inspect",
             "-f",
-            "{{.HostConfig.NanoCpus}} {{.HostConfig.Memory}}",
+            "{{.HostConfig.CpusetCpus}} {{.HostConfig.NanoCpus}} {{.HostConfig.Memory}}",
         ])
         .arg(format!("rebench-{id}"))
         .output()
         .unwrap();
     assert_eq!(
         String::from_utf8_lossy(&limits.stdout).trim(),
-        "1000000000 1073741824"
+        format!("{} 0 1073741824", grant.cpus[0])
     );
 
     // Who and where; no network; none of the data dir, the admin socket or

@@ -28,6 +28,13 @@ const ENVIRONMENTS: [(&str, bool); 8] = [
     ("scaling-law", false),
 ];
 
+/// A session's state through the CLI (callable from a sync closure).
+fn state_of(server: &TestServer, id: &str) -> rebench::session::Phase {
+    let out = server.cli(&["show", id, "--json"]);
+    let view: rebench::protocol::SessionView = serde_json::from_slice(&out.stdout).unwrap();
+    view.state
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn every_bundled_environment_starts_its_log_with_a_valid_entry_at_about_zero() {
     let data = data_dir();
@@ -46,6 +53,22 @@ async fn every_bundled_environment_starts_its_log_with_a_valid_entry_at_about_ze
     // The server works in the shared data dir, where the preparations are;
     // nothing else in this test binary uses it.
     let server = TestServer::start_in(&data, &[]);
+    // Sessions an interrupted earlier run left would hold hardware this
+    // one's wait for: they end first.
+    let listed = server.cli(&["sessions", "--json"]);
+    let views: Vec<rebench::protocol::SessionView> =
+        serde_json::from_slice(&listed.stdout).unwrap();
+    for view in views
+        .iter()
+        .filter(|v| v.state != rebench::session::Phase::Ended)
+    {
+        // One whose starting score runs now ends once it is in.
+        let ended = common::wait_until(std::time::Duration::from_secs(300), || {
+            server.cli(&["end", &view.id]);
+            state_of(&server, &view.id) == rebench::session::Phase::Ended
+        });
+        assert!(ended, "could not end {} left by an earlier run", view.id);
+    }
     let mut seen = Vec::new();
     for (id, timing) in ENVIRONMENTS {
         let session = server.new_session_cli(&repo_root().join("environments").join(id), PROFILE);
@@ -71,6 +94,14 @@ async fn every_bundled_environment_starts_its_log_with_a_valid_entry_at_about_ze
             first.raw
         );
         seen.push(format!("{id} {normalized:.3} (raw {:?})", first.raw));
+        // Its hardware goes back for the next (on a small machine the
+        // sessions would otherwise wait for each other in the queue).
+        let ended = server.cli(&["end", &session]);
+        assert!(
+            ended.status.success(),
+            "{}",
+            String::from_utf8_lossy(&ended.stderr)
+        );
     }
     loud(&format!("starting entries: {}", seen.join(", ")));
 }

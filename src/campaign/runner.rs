@@ -332,6 +332,25 @@ async fn start(shared: Arc<Shared>, plan: RunPlan) {
     }
 }
 
+/// The session's view once it holds its hardware and its starting score
+/// is taken: a run whose hardware is taken waits in the server's queue
+/// (docs/hardware.md), like any session.
+async fn until_placed(admin: &mut Client, session: &str) -> Result<SessionView, RunError> {
+    loop {
+        let view: SessionView = admin
+            .call(Request::Show {
+                session: session.to_string(),
+            })
+            .await?;
+        let starting_score =
+            view.state == Phase::Created && view.pauses.last().is_some_and(|p| p.end.is_none());
+        if view.state != Phase::Queued && !starting_score {
+            return Ok(view);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// A run with a session: begun or resumed as needed, then driven until it ends.
 async fn drive(shared: Arc<Shared>, run: String, session: String) {
     let outcome = drive_inner(&shared, &run, &session).await;
@@ -357,11 +376,7 @@ async fn drive(shared: Arc<Shared>, run: String, session: String) {
 
 async fn drive_inner(shared: &Shared, run: &str, session: &str) -> Result<(), RunError> {
     let mut admin = connect(&shared.paths).await?;
-    let view: SessionView = admin
-        .call(Request::Show {
-            session: session.to_string(),
-        })
-        .await?;
+    let view = until_placed(&mut admin, session).await?;
     match (view.state, view.pause_reason) {
         (Phase::Ended, _) => return Ok(()),
         (Phase::Created, _) => {

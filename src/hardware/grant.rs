@@ -64,7 +64,7 @@ impl DeviceGrant {
 
     /// Memory limit in bytes, None for no limit.
     pub fn memory_bytes(&self) -> Option<u64> {
-        (self.memory_gb > 0.0).then(|| (self.memory_gb * 1024.0 * 1024.0 * 1024.0) as u64)
+        (self.memory_gb > 0.0).then_some((self.memory_gb * 1024.0 * 1024.0 * 1024.0) as u64)
     }
 
     /// The variables that tell CUDA and the NVIDIA runtime which GPUs are

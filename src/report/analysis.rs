@@ -69,6 +69,18 @@ pub fn build_report(runs: &[Run], options: &ReportOptions) -> Report {
         best_agent: Vec::new(),
         cost: Vec::new(),
         estimator: options.estimator.as_str(),
+        hardware: runs
+            .iter()
+            .filter_map(|run| {
+                Some(HardwareRow {
+                    session: run.id.clone(),
+                    group: run.group().to_string(),
+                    participant: run.participant.clone(),
+                    environment: run.environment.clone(),
+                    hardware: run.hardware.clone()?,
+                })
+            })
+            .collect(),
     };
     // Humans first, then each agent by name (Kind orders humans first).
     let mut by_group: BTreeMap<(Kind, &str), Vec<&Run>> = BTreeMap::new();
@@ -784,6 +796,7 @@ mod tests {
             unnormalized: false,
             extended_s: 0.0,
             version: String::new(),
+            hardware: None,
         }
     }
 

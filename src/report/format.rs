@@ -93,7 +93,34 @@ fn sections(report: &Report) -> Vec<Section> {
         comparison_section(report),
         best_agent_section(report),
         cost_section(report),
+        hardware_section(report),
     ]
+}
+
+/// Which devices each run had (its grant): runs compared on one box did
+/// not share a GPU, and timed ones not a core.
+fn hardware_section(report: &Report) -> Section {
+    let rows = report
+        .hardware
+        .iter()
+        .map(|r| {
+            vec![
+                r.session.clone(),
+                r.group.clone(),
+                r.participant.clone(),
+                r.environment.clone(),
+                r.hardware.clone(),
+            ]
+        })
+        .collect();
+    Section {
+        title: "Hardware each run held".into(),
+        headers: ["session", "group", "participant", "environment", "hardware"]
+            .iter()
+            .map(|h| h.to_string())
+            .collect(),
+        rows,
+    }
 }
 
 fn summary_section(report: &Report) -> Section {

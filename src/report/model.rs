@@ -40,6 +40,21 @@ pub struct Report {
     /// Per budget, the agent with the highest score@budget in the comparison.
     pub best_agent: Vec<BestAgentRow>,
     pub cost: Vec<CostRow>,
+    /// The devices each run held (runs made before grants named devices
+    /// have none: left out).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hardware: Vec<HardwareRow>,
+}
+
+/// One run's devices, as its grant named them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HardwareRow {
+    pub session: String,
+    pub group: String,
+    pub participant: String,
+    pub environment: String,
+    /// `GPU 1 (…), cores 2-3, 16 GB memory on local`.
+    pub hardware: String,
 }
 
 /// Final scores of one kind of participant in one environment (or overall).

@@ -52,6 +52,8 @@ pub struct Run {
     /// Its scores are raw units, not normalized (a family task without
     /// starting and reference scores).
     pub unnormalized: bool,
+    /// The devices it held, in words (None: made before grants named devices).
+    pub hardware: Option<String>,
 }
 
 /// Summed `usage` events of a run.
@@ -256,6 +258,7 @@ impl Run {
             final_score,
             usage: usage_from_events(&record.events),
             unnormalized: view.unnormalized,
+            hardware: view.grant.as_ref().map(|g| g.describe()),
         }))
     }
 }

@@ -97,6 +97,10 @@ pub struct Host {
     /// While it waits for hardware: its place in line (1 = next) and what
     /// it waits for now (set by the hub's queue).
     pub queue_note: Mutex<Option<(usize, String)>>,
+    /// Out-of-memory kills in its limit group already noted in its log
+    /// (`u64::MAX` until first read: a restarted server does not note the
+    /// kills an earlier run of it saw).
+    pub memory_kills_seen: std::sync::atomic::AtomicU64,
     /// Set when the session could not record while it ran (a full disk):
     /// its clock stopped there, and the budget timer pauses it on record
     /// as soon as the store takes writes again (see `budget::run_timer`).
@@ -166,6 +170,7 @@ impl Host {
             waiting,
             grant,
             queue_note: Mutex::new(None),
+            memory_kills_seen: std::sync::atomic::AtomicU64::new(u64::MAX),
             connections: std::sync::atomic::AtomicUsize::new(0),
             recording_quota: Arc::new(super::quota::RecordingQuota::new(
                 super::quota::RecordingQuota::limit_from_env(),

@@ -116,9 +116,13 @@ pub async fn load_and_recover(hub: &Arc<Hub>) -> anyhow::Result<()> {
 }
 
 /// A session the server stopped between storing it and storing its grant:
-/// it has neither, and must not run without one.
+/// its log holds its `created` event alone, and it must not run without a
+/// grant. (Sessions made before grants existed have more in their log:
+/// their starting score at least; they keep running as they did.)
 fn needs_placement(meta: &crate::session::SessionMeta, state: &SessionState) -> bool {
     state.phase() != Phase::Ended
+        && state.last_seq == Some(0)
+        && state.started_at.is_none()
         && state.grant.is_none()
         && state.queued.is_none()
         && meta.grant.is_none()

@@ -214,6 +214,55 @@ impl Hub {
             if any_waiting {
                 self.serve_queue().await;
             }
+            self.report_memory_kills().await;
+        }
+    }
+
+    /// A process the kernel killed at a session's memory limit is noted in
+    /// its log (the participant sees it; the clock runs on).
+    async fn report_memory_kills(&self) {
+        for host in self.hosts_unordered() {
+            let Some(oom_file) = host
+                .sandbox()
+                .groups()
+                .limits
+                .as_ref()
+                .and_then(|l| l.group.oom_file.clone())
+            else {
+                continue;
+            };
+            let kills = crate::sandbox::limits::oom_kills(&oom_file);
+            let seen = host
+                .memory_kills_seen
+                .swap(kills, std::sync::atomic::Ordering::SeqCst);
+            if seen == u64::MAX || kills <= seen {
+                continue;
+            }
+            let limit = host
+                .grant()
+                .map(|g| crate::hardware::grant::trim_gb(g.memory_gb))
+                .unwrap_or_default();
+            let mut live = host.live.lock().await;
+            if live.state.phase() == Phase::Ended {
+                continue;
+            }
+            let text = format!(
+                "out of memory: {} process(es) of this session were killed at its memory limit of {limit} GB (the clock runs on)",
+                kills - seen
+            );
+            tracing::warn!(session = %host.id(), "{text}");
+            if let Err(e) = host
+                .append(
+                    &mut live,
+                    EventKind::Note {
+                        text,
+                        by: crate::session::SYSTEM.into(),
+                    },
+                )
+                .await
+            {
+                tracing::error!(session = %host.id(), "noting a memory kill: {e}");
+            }
         }
     }
 }

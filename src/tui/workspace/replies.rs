@@ -373,7 +373,11 @@ impl App {
             // the bell: the participant may be looking at the shell.
             EventKind::Note { text, by } => {
                 let mine = self.view.as_ref().is_some_and(|v| v.participant == *by);
-                if !mine && by != crate::session::SYSTEM {
+                if by == crate::session::SYSTEM {
+                    // What the server says about the session (a process
+                    // killed for memory, the recording quota used up).
+                    self.notify(text.clone());
+                } else if !mine {
                     self.notify(format!("message from {by}: {text}"));
                     effects.push(Effect::Bell);
                 }

@@ -13,7 +13,7 @@ use tui_term::widget::{Cursor, PseudoTerminal};
 use super::alert_list::truncate;
 use super::{alert_style, fg, short_duration, state_style, state_text};
 use crate::protocol::ScoreView;
-use crate::session::ScorePhase;
+use crate::session::{Phase, ScorePhase};
 use crate::tui::proctor::app::App;
 use crate::tui::proctor::detail::{Detail, Pane};
 use crate::tui::proctor::model::Tracked;
@@ -111,6 +111,21 @@ fn draw_identity(app: &App, t: &Tracked, frame: &mut Frame, area: Rect) {
     }
     if v.scoring_since.is_some() {
         spans.push(Span::styled(" · scoring…", theme.key()));
+    }
+    if let Some(why) = v.waiting_for.as_ref().filter(|_| v.state == Phase::Queued) {
+        let place = v
+            .queue_position
+            .map(|n| format!(", {} in line", crate::hardware::queue::ordinal(n)))
+            .unwrap_or_default();
+        spans.push(Span::styled(
+            format!(" · waiting for {why}{place}"),
+            theme.key(),
+        ));
+    }
+    if let Some(grant) = v.grant.as_ref().filter(|g| !g.gpus.is_empty()) {
+        let gpus: Vec<String> = grant.gpus.iter().map(|g| g.index.to_string()).collect();
+        let noun = if gpus.len() == 1 { "GPU" } else { "GPUs" };
+        spans.push(Span::raw(format!(" · {noun} {}", gpus.join(","))));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }

@@ -1,0 +1,521 @@
+//! Every session owns its hardware, through the real server: a stand-in
+//! `nvidia-smi` first on the server's PATH and GPU device nodes made with
+//! `mknod` in a folder named by `REBENCH_DEV_DIR` (docs/hardware.md).
+//! Two sessions get different GPUs and see only their own (each backend
+//! that runs here), a third waits in the queue and starts by itself, off
+//! the clock, when the first ends; a `kill -9` of the server keeps every
+//! grant; cores and memory are enforced from inside a session.
+
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is a failure with its message
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{TestServer, cgroups_or_skip, fixture_env};
+use rebench::protocol::{CreateSession, ErrorCode, HostView, Request, SessionView};
+use rebench::session::{Kind, Phase};
+
+/// A machine with two H100s: the stand-in tool and the nodes.
+struct FakeGpus {
+    _dir: tempfile::TempDir,
+    bin: PathBuf,
+    dev: PathBuf,
+}
+
+const UUIDS: [&str; 2] = ["GPU-11111111-aaaa", "GPU-22222222-bbbb"];
+
+impl FakeGpus {
+    /// None (said on stderr, a failure under REBENCH_REQUIRE_CGROUPS=1)
+    /// where device nodes cannot be made (not root).
+    fn new(what: &str) -> Option<FakeGpus> {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        let dev = dir.path().join("dev");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(&dev).unwrap();
+        let tool = bin.join("nvidia-smi");
+        std::fs::write(
+            &tool,
+            format!(
+                "#!/bin/sh\ncase \"$*\" in\n\
+                 *--query-gpu=index,uuid,name,memory.total*) printf '0, {a}, NVIDIA H100 80GB HBM3, 81559\\n1, {b}, NVIDIA H100 80GB HBM3, 81559\\n' ;;\n\
+                 *--query-compute-apps*) exit 0 ;;\n\
+                 *--query-gpu=index,uuid,utilization.gpu,memory.used*) printf '0, {a}, 7, 100\\n1, {b}, 0, 0\\n' ;;\n\
+                 *) exit 1 ;;\nesac\n",
+                a = UUIDS[0],
+                b = UUIDS[1]
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        for (name, minor) in [("nvidia0", 0), ("nvidia1", 1), ("nvidiactl", 255)] {
+            let made = std::process::Command::new("mknod")
+                .arg(dev.join(name))
+                .args(["c", "195", &minor.to_string()])
+                .status()
+                .unwrap();
+            if !made.success() {
+                let text = format!("SKIPPED: {what} did not run: mknod needs root");
+                if std::env::var_os("REBENCH_REQUIRE_CGROUPS").is_some_and(|v| v == "1") {
+                    panic!("{text}");
+                }
+                eprintln!("\n{text}\n");
+                return None;
+            }
+        }
+        Some(FakeGpus {
+            _dir: dir,
+            bin,
+            dev,
+        })
+    }
+
+    fn server(&self, backend: &str, extra: &[(&str, &str)]) -> TestServer {
+        let path = format!(
+            "{}:{}",
+            self.bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut vars = vec![
+            ("PATH", path.as_str()),
+            ("REBENCH_DEV_DIR", self.dev.to_str().unwrap()),
+            ("REBENCH_BACKEND", backend),
+        ];
+        vars.extend_from_slice(extra);
+        TestServer::start_with_env(&vars)
+    }
+}
+
+/// The fixture environment asking for one H100 (untimed, one core).
+fn one_gpu_env() -> (tempfile::TempDir, PathBuf) {
+    fixture_env(|text| text.replace("gpus = 0", "gpus = 1\ngpu_model = \"H100\""))
+}
+
+async fn create(server: &TestServer, env: &Path, sandbox: &str) -> SessionView {
+    server
+        .admin()
+        .await
+        .call(Request::CreateSession(Box::new(CreateSession {
+            sandbox: Some(sandbox.into()),
+            ..CreateSession::new(env.display().to_string(), "tess", Kind::Agent)
+        })))
+        .await
+        .unwrap()
+}
+
+/// Starts the clock, once the starting score (taken when the hardware was
+/// granted, or again after a restart) is in.
+async fn begin(server: &TestServer, session: &str) -> SessionView {
+    for _ in 0..600 {
+        let started = server
+            .admin()
+            .await
+            .call(Request::Begin {
+                session: session.into(),
+            })
+            .await;
+        match started {
+            Err(e) if e.code() == Some(ErrorCode::Busy) => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            other => return other.unwrap(),
+        }
+    }
+    panic!("the starting score of {session} never finished");
+}
+
+fn gpu_index(view: &SessionView) -> u32 {
+    let grant = view.grant.as_ref().expect("a grant");
+    assert_eq!(grant.gpus.len(), 1, "{grant:?}");
+    grant.gpus[0].index
+}
+
+/// What a session's process sees: its nvidia nodes and its variables.
+async fn seen_from_inside(server: &TestServer, session: &str) -> (Vec<String>, String) {
+    let reply = server
+        .exec(
+            session,
+            "ls /dev | grep '^nvidia' | sort | tr '\\n' ' '; echo; echo \"CVD=$CUDA_VISIBLE_DEVICES\"",
+        )
+        .await;
+    assert_eq!(reply.exit_code, Some(0), "{reply:?}");
+    let mut lines = reply.stdout.lines();
+    let nodes = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let cvd = lines
+        .find_map(|l| l.strip_prefix("CVD="))
+        .unwrap_or_default()
+        .to_string();
+    (nodes, cvd)
+}
+
+/// Two sessions, two GPUs, a third in line; the first ends and the third
+/// starts by itself; a kill -9 keeps every grant.
+async fn gpus_are_owned(backend: &str) {
+    let Some(gpus) = FakeGpus::new(&format!("GPU ownership ({backend})")) else {
+        return;
+    };
+    let (_env_dir, env) = one_gpu_env();
+    let mut server = gpus.server(backend, &[]);
+
+    let a = create(&server, &env, backend).await;
+    let b = create(&server, &env, backend).await;
+    assert_eq!(a.state, Phase::Created, "{a:?}");
+    assert_eq!(b.state, Phase::Created, "{b:?}");
+    let (ga, gb) = (gpu_index(&a), gpu_index(&b));
+    assert_ne!(ga, gb, "two sessions were given the same GPU");
+
+    let c = create(&server, &env, backend).await;
+    assert_eq!(c.state, Phase::Queued, "{c:?}");
+    assert!(c.grant.is_none());
+    assert_eq!(c.queue_position, Some(1));
+    assert!(
+        c.waiting_for
+            .as_deref()
+            .unwrap_or_default()
+            .contains("1 GPU (H100)"),
+        "{c:?}"
+    );
+    let refused = server
+        .admin()
+        .await
+        .call::<SessionView>(Request::Begin {
+            session: c.id.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Some(ErrorCode::InvalidState), "{refused:?}");
+    assert!(refused.to_string().contains("1st in line"), "{refused}");
+
+    // From inside: its own GPU only (its node, where a backend can hide
+    // the others) and its uuid in the variables.
+    for (view, index) in [(&a, ga), (&b, gb)] {
+        begin(&server, &view.id).await;
+        let (nodes, cvd) = seen_from_inside(&server, &view.id).await;
+        assert_eq!(cvd, UUIDS[index as usize], "{backend}: {nodes:?}");
+        let shown = server.show(&view.id).await;
+        if backend == "local" {
+            assert_eq!(shown.gpu_isolation, "advisory");
+        } else {
+            assert_eq!(shown.gpu_isolation, "enforced");
+            assert_eq!(
+                nodes,
+                [format!("nvidia{index}"), "nvidiactl".to_string()],
+                "{backend}: another session's GPU is visible"
+            );
+        }
+    }
+
+    // `hosts` names each GPU's holder and the one in line.
+    let hosts: Vec<HostView> = server.admin().await.call(Request::Hosts).await.unwrap();
+    let holders: Vec<Option<String>> = hosts[0].gpus.iter().map(|g| g.session.clone()).collect();
+    let mut expected = vec![None, None];
+    expected[ga as usize] = Some(a.id.clone());
+    expected[gb as usize] = Some(b.id.clone());
+    assert_eq!(holders, expected);
+    assert_eq!(hosts[0].queued, std::slice::from_ref(&c.id));
+
+    // The first ends: the third gets its GPU by itself, and its clock has
+    // not started.
+    server
+        .admin()
+        .await
+        .call::<SessionView>(Request::End {
+            session: a.id.clone(),
+            reason: None,
+            note: None,
+        })
+        .await
+        .unwrap();
+    let mut granted = None;
+    for _ in 0..100 {
+        let view = server.show(&c.id).await;
+        if view.state == Phase::Created {
+            granted = Some(view);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let granted = granted.expect("the queued session was not granted its GPU");
+    assert_eq!(gpu_index(&granted), ga, "it gets the GPU the first freed");
+    assert!(granted.started_at.is_none());
+    assert_eq!(granted.active_s, 0.0);
+
+    // kill -9: every grant stands, and a fourth session still has to wait.
+    server.kill9();
+    server.spawn();
+    assert_eq!(gpu_index(&server.show(&b.id).await), gb);
+    assert_eq!(gpu_index(&server.show(&c.id).await), ga);
+    let d = create(&server, &env, backend).await;
+    assert_eq!(d.state, Phase::Queued, "{d:?}");
+    let started = begin(&server, &c.id).await;
+    assert_eq!(started.state, Phase::Running);
+    let (_, cvd) = seen_from_inside(&server, &c.id).await;
+    assert_eq!(cvd, UUIDS[ga as usize]);
+
+    // The log says which devices it had.
+    let events: Vec<rebench::session::Event> = server
+        .admin()
+        .await
+        .call(Request::Events {
+            session: c.id.clone(),
+        })
+        .await
+        .unwrap();
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.name()).collect();
+    assert_eq!(kinds[..3], ["created", "queued", "granted"], "{kinds:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn local_sessions_get_their_own_gpu_and_wait_for_one() {
+    gpus_are_owned("local").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bwrap_sessions_see_only_their_own_gpu() {
+    if !common::bwrap_works("GPU ownership (bwrap)") {
+        return;
+    }
+    gpus_are_owned("bwrap").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn docker_sessions_see_only_their_own_gpu() {
+    if !common::docker_works("GPU ownership (docker)") {
+        return;
+    }
+    // Built once here, not by the server inside a session's creation.
+    let engine = rebench::sandbox::docker::Engine::connect(
+        "local",
+        &rebench::sandbox::docker::default_endpoint(),
+    )
+    .unwrap();
+    rebench::sandbox::docker::block_on(rebench::sandbox::docker::image::ensure_base_image(
+        &engine,
+        &|line| eprintln!("{line}"),
+    ))
+    .expect("building the base image");
+    gpus_are_owned("docker").await;
+}
+
+/// The cores this machine gives sessions when all but one are reserved.
+fn one_core_config() -> (tempfile::TempDir, String) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("rebench")).unwrap();
+    std::fs::write(
+        dir.path().join("rebench/config.toml"),
+        format!(
+            "[machine]\nreserve_cpus = {}\nreserve_memory_gb = 1\n",
+            cores - 1
+        ),
+    )
+    .unwrap();
+    let path = dir.path().display().to_string();
+    (dir, path)
+}
+
+/// From inside a session: it runs on its granted core only, cannot move
+/// to another, and memory above its limit is refused.
+async fn cores_and_memory_hold(backend: &str) {
+    if !cgroups_or_skip(&format!("core and memory limits ({backend})")) {
+        return;
+    }
+    let Some(gpus) = FakeGpus::new(&format!("core and memory limits ({backend})")) else {
+        return;
+    };
+    let (_env_dir, env) = fixture_env(|text| text.replace("memory_gb = 0.1", "memory_gb = 0.2"));
+    let server = gpus.server(backend, &[]);
+    let view = create(&server, &env, backend).await;
+    let grant = view.grant.clone().expect("a grant");
+    assert_eq!(grant.cpus.len(), 1, "{grant:?}");
+    assert_eq!(grant.memory_gb, 0.2);
+    begin(&server, &view.id).await;
+    let core = grant.cpus[0];
+    let reply = server
+        .exec(&view.id, "grep Cpus_allowed_list /proc/self/status")
+        .await;
+    assert_eq!(
+        reply.stdout.split_whitespace().last(),
+        Some(core.to_string().as_str()),
+        "{reply:?}"
+    );
+    let all = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    if let Some(other) = (0..all).find(|c| *c != core) {
+        let moved = server
+            .exec(&view.id, &format!("taskset -c {other} true"))
+            .await;
+        assert_ne!(
+            moved.exit_code,
+            Some(0),
+            "a process moved itself off its cores: {moved:?}"
+        );
+    }
+    let small = server
+        .exec(
+            &view.id,
+            "python3 -c 'x = bytearray(20 << 20); print(len(x))'",
+        )
+        .await;
+    assert_eq!(small.exit_code, Some(0), "{small:?}");
+    let big = server
+        .exec(
+            &view.id,
+            "python3 -c 'x = bytearray(600 << 20); print(len(x))'",
+        )
+        .await;
+    assert_ne!(
+        big.exit_code,
+        Some(0),
+        "600 MB above a 200 MB limit: {big:?}"
+    );
+    assert!(!big.stdout.contains("629145600"), "{big:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn local_sessions_are_held_to_their_cores_and_memory() {
+    cores_and_memory_hold("local").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bwrap_sessions_are_held_to_their_cores_and_memory() {
+    if !common::bwrap_works("core and memory limits (bwrap)") {
+        return;
+    }
+    cores_and_memory_hold("bwrap").await;
+}
+
+/// A timed environment's session has its core to itself: with one core
+/// for sessions, a second timed session and an untimed one both wait, and
+/// the first in line gets the core when it is free. The reserve is the
+/// operator's `[machine]`.
+#[tokio::test(flavor = "multi_thread")]
+async fn timed_sessions_never_share_a_core() {
+    let Some(gpus) = FakeGpus::new("timed sessions' cores") else {
+        return;
+    };
+    let (_config_dir, config) = one_core_config();
+    let (_timed_dir, timed) =
+        fixture_env(|text| text.replace("visible = true", "visible = true\nexclusive = true"));
+    let (_plain_dir, plain) = fixture_env(|t| t);
+    let server = gpus.server("local", &[("XDG_CONFIG_HOME", config.as_str())]);
+    let first = create(&server, &timed, "local").await;
+    assert_eq!(first.state, Phase::Created, "{first:?}");
+    let core = first.grant.as_ref().unwrap().cpus.clone();
+    assert!(!first.grant.as_ref().unwrap().shared_cpus);
+    let second = create(&server, &timed, "local").await;
+    assert_eq!(second.state, Phase::Queued, "{second:?}");
+    assert!(
+        second.waiting_for.as_deref().unwrap().contains("to itself"),
+        "{second:?}"
+    );
+    let untimed = create(&server, &plain, "local").await;
+    assert_eq!(
+        untimed.state,
+        Phase::Queued,
+        "it may not share a timed core"
+    );
+    assert_eq!(untimed.queue_position, Some(2));
+
+    let hosts: Vec<HostView> = server.admin().await.call(Request::Hosts).await.unwrap();
+    assert_eq!(hosts[0].cpus, core, "the reserve leaves one core");
+    assert!(hosts[0].cpus_free.is_empty());
+
+    // A proctor cancels the untimed one; the first ends: the second (first
+    // in line) gets the core.
+    for (session, reason) in [(&untimed.id, "abandoned"), (&first.id, "ended_by_proctor")] {
+        server
+            .admin()
+            .await
+            .call::<SessionView>(Request::End {
+                session: session.clone(),
+                reason: Some(reason.into()),
+                note: None,
+            })
+            .await
+            .unwrap();
+    }
+    let server_ref = &server;
+    let id = second.id.clone();
+    let mut view = server_ref.show(&id).await;
+    for _ in 0..100 {
+        if view.state == Phase::Created {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        view = server_ref.show(&id).await;
+    }
+    assert_eq!(view.state, Phase::Created, "{view:?}");
+    assert_eq!(view.grant.unwrap().cpus, core);
+    // The cancelled one never held anything.
+    assert!(server.show(&untimed.id).await.grant.is_none());
+}
+
+/// `hosts` through the CLI, as an operator reads it.
+#[test]
+fn the_hosts_command_lists_gpus_and_their_holders() {
+    let Some(gpus) = FakeGpus::new("rebench hosts") else {
+        return;
+    };
+    let (_env_dir, env) = one_gpu_env();
+    let server = gpus.server("local", &[]);
+    let out = server.cli(&["new", env.to_str().unwrap(), "--participant", "p", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let created: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(created["state"], "created");
+    let id = created["id"].as_str().unwrap().to_string();
+    // A second and a third: the third waits, and `new` says so.
+    server.cli(&["new", env.to_str().unwrap(), "--participant", "p"]);
+    let third = server.cli(&["new", env.to_str().unwrap(), "--participant", "p"]);
+    assert!(third.status.success());
+    let said = String::from_utf8_lossy(&third.stderr);
+    assert!(
+        said.contains("queued: waiting for 1 GPU (H100) (0 free), 1st in line"),
+        "{said}"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&third.stdout).trim().len(),
+        6,
+        "stdout is the id alone"
+    );
+    let out = server.cli(&["hosts"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(&format!(
+            "GPU 0 {} NVIDIA H100 80GB HBM3 (81559 MiB): held by {id}",
+            UUIDS[0]
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "GPU 1 {} NVIDIA H100 80GB HBM3 (81559 MiB): held by",
+            UUIDS[1]
+        )),
+        "{text}"
+    );
+    assert!(text.contains("queued: "), "{text}");
+    let json = server.cli(&["hosts", "--json"]);
+    let hosts: Vec<HostView> = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(hosts[0].name, "local");
+    assert_eq!(hosts[0].gpus[0].utilization_pct, Some(7));
+    let show = server.cli(&["show", &id]);
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        text.contains("hardware: GPU 0 (NVIDIA H100 80GB HBM3)")
+            && text.contains("gpu isolation: advisory"),
+        "{text}"
+    );
+}
