@@ -19,7 +19,7 @@ use rebench::session::{Kind, Phase};
 
 /// A machine with two H100s: the stand-in tool and the nodes.
 struct FakeGpus {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     bin: PathBuf,
     dev: PathBuf,
 }
@@ -27,6 +27,11 @@ struct FakeGpus {
 const UUIDS: [&str; 2] = ["GPU-11111111-aaaa", "GPU-22222222-bbbb"];
 
 impl FakeGpus {
+    /// What `nvidia-smi --query-compute-apps` lists from now on.
+    fn set_processes(&self, csv: &str) {
+        std::fs::write(self.dir.path().join("apps"), csv).unwrap();
+    }
+
     /// None (said on stderr, a failure under REBENCH_REQUIRE_CGROUPS=1)
     /// where device nodes cannot be made (not root).
     fn new(what: &str) -> Option<FakeGpus> {
@@ -41,11 +46,12 @@ impl FakeGpus {
             format!(
                 "#!/bin/sh\ncase \"$*\" in\n\
                  *--query-gpu=index,uuid,name,memory.total*) printf '0, {a}, NVIDIA H100 80GB HBM3, 81559\\n1, {b}, NVIDIA H100 80GB HBM3, 81559\\n' ;;\n\
-                 *--query-compute-apps*) exit 0 ;;\n\
+                 *--query-compute-apps*) cat {apps} 2>/dev/null; exit 0 ;;\n\
                  *--query-gpu=index,uuid,utilization.gpu,memory.used*) printf '0, {a}, 7, 100\\n1, {b}, 0, 0\\n' ;;\n\
                  *) exit 1 ;;\nesac\n",
                 a = UUIDS[0],
-                b = UUIDS[1]
+                b = UUIDS[1],
+                apps = dir.path().join("apps").display()
             ),
         )
         .unwrap();
@@ -66,11 +72,7 @@ impl FakeGpus {
                 return None;
             }
         }
-        Some(FakeGpus {
-            _dir: dir,
-            bin,
-            dev,
-        })
+        Some(FakeGpus { dir, bin, dev })
     }
 
     fn server(&self, backend: &str, extra: &[(&str, &str)]) -> TestServer {
@@ -377,6 +379,25 @@ async fn cores_and_memory_hold(backend: &str) {
         "600 MB above a 200 MB limit: {big:?}"
     );
     assert!(!big.stdout.contains("629145600"), "{big:?}");
+    // The kill is noted in the log (the participant sees it), and the
+    // clock runs on.
+    let mut noted = None;
+    for _ in 0..150 {
+        let view = server.show(&view.id).await;
+        if let Some(note) = view
+            .notes
+            .iter()
+            .find(|n| n.text.starts_with("out of memory"))
+        {
+            noted = Some((note.clone(), view.state));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (note, state) = noted.expect("no note of the memory kill");
+    assert_eq!(note.by, "rebench");
+    assert!(note.text.contains("0.2 GB"), "{note:?}");
+    assert_eq!(state, Phase::Running);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -518,4 +539,55 @@ fn the_hosts_command_lists_gpus_and_their_holders() {
             && text.contains("gpu isolation: advisory"),
         "{text}"
     );
+}
+
+/// A GPU whose last holder left a process on it is not granted again
+/// until the process is gone; the one in line is told why.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gpu_is_granted_again_only_once_nothing_runs_on_it() {
+    let Some(gpus) = FakeGpus::new("GPU hygiene") else {
+        return;
+    };
+    let (_env_dir, env) = one_gpu_env();
+    let server = gpus.server("local", &[]);
+    let a = create(&server, &env, "local").await;
+    let _b = create(&server, &env, "local").await;
+    let c = create(&server, &env, "local").await;
+    assert_eq!(c.state, Phase::Queued);
+    let freed = gpu_index(&a);
+    // A's stray process still holds its GPU after A ends.
+    gpus.set_processes(&format!("4242, {}, 2048\n", UUIDS[freed as usize]));
+    server
+        .admin()
+        .await
+        .call::<SessionView>(Request::End {
+            session: a.id.clone(),
+            reason: None,
+            note: None,
+        })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let waiting = server.show(&c.id).await;
+    assert_eq!(waiting.state, Phase::Queued, "granted a GPU still in use");
+    assert!(
+        waiting
+            .waiting_for
+            .as_deref()
+            .unwrap_or_default()
+            .contains("still in use by an ended session's process"),
+        "{waiting:?}"
+    );
+    // The process goes: the queue grants it within its poll.
+    gpus.set_processes("");
+    let mut view = waiting;
+    for _ in 0..150 {
+        if view.state == Phase::Created {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        view = server.show(&c.id).await;
+    }
+    assert_eq!(view.state, Phase::Created, "{view:?}");
+    assert_eq!(gpu_index(&view), freed);
 }

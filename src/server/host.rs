@@ -98,7 +98,7 @@ pub struct Host {
     /// it waits for now (set by the hub's queue).
     pub queue_note: Mutex<Option<(usize, String)>>,
     /// Out-of-memory kills in its limit group already noted in its log
-    /// (`u64::MAX` until first read: a restarted server does not note the
+    /// (read when its sandbox opens: a restarted server does not note the
     /// kills an earlier run of it saw).
     pub memory_kills_seen: std::sync::atomic::AtomicU64,
     /// Set when the session could not record while it ran (a full disk):
@@ -128,6 +128,10 @@ impl Host {
         events: broadcast::Sender<(String, Event)>,
         sandbox: SandboxSlot,
     ) -> (Arc<Host>, mpsc::UnboundedReceiver<ShellEnded>) {
+        let kills = match &sandbox {
+            SandboxSlot::Open(sandbox, _) => memory_kills(sandbox.as_ref()),
+            SandboxSlot::Waiting(_) => 0,
+        };
         let (opened, grant, waiting) = match sandbox {
             SandboxSlot::Open(sandbox, grant) => (
                 std::sync::OnceLock::from(sandbox),
@@ -170,7 +174,7 @@ impl Host {
             waiting,
             grant,
             queue_note: Mutex::new(None),
-            memory_kills_seen: std::sync::atomic::AtomicU64::new(u64::MAX),
+            memory_kills_seen: std::sync::atomic::AtomicU64::new(kills),
             connections: std::sync::atomic::AtomicUsize::new(0),
             recording_quota: Arc::new(super::quota::RecordingQuota::new(
                 super::quota::RecordingQuota::limit_from_env(),
@@ -391,6 +395,8 @@ impl Host {
             let _ = self.grant.set(grant);
         }
         *self.queue_note.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.memory_kills_seen
+            .store(memory_kills(sandbox.as_ref()), Ordering::SeqCst);
         self.sandbox.set(sandbox).is_ok()
     }
 
@@ -445,6 +451,16 @@ impl Host {
             ))
         })
     }
+}
+
+/// Processes the kernel killed at the sandbox's memory limit so far.
+pub fn memory_kills(sandbox: &dyn Sandbox) -> u64 {
+    sandbox
+        .groups()
+        .limits
+        .as_ref()
+        .and_then(|l| l.group.oom_file.as_deref())
+        .map_or(0, crate::sandbox::limits::oom_kills)
 }
 
 /// A new host's sandbox: open, or a stand-in until its hardware is granted.

@@ -222,20 +222,11 @@ impl Hub {
     /// its log (the participant sees it; the clock runs on).
     async fn report_memory_kills(&self) {
         for host in self.hosts_unordered() {
-            let Some(oom_file) = host
-                .sandbox()
-                .groups()
-                .limits
-                .as_ref()
-                .and_then(|l| l.group.oom_file.clone())
-            else {
-                continue;
-            };
-            let kills = crate::sandbox::limits::oom_kills(&oom_file);
+            let kills = crate::server::host::memory_kills(host.sandbox());
             let seen = host
                 .memory_kills_seen
                 .swap(kills, std::sync::atomic::Ordering::SeqCst);
-            if seen == u64::MAX || kills <= seen {
+            if kills <= seen {
                 continue;
             }
             let limit = host

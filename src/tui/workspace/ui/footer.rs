@@ -17,6 +17,10 @@ pub fn hints(app: &App) -> Vec<(String, &'static str)> {
     }
     match app.screen {
         Screen::Connecting => vec![("q".into(), "quit")],
+        Screen::Start if app.state() == Some(crate::session::Phase::Queued) => vec![
+            ("i".into(), "instructions"),
+            ("q".into(), "leave (it keeps its place in line)"),
+        ],
         Screen::Start => vec![
             ("Enter".into(), "start the clock"),
             ("i".into(), "instructions"),

@@ -41,6 +41,9 @@ pub fn draw_start(app: &App, frame: &mut Frame, area: Rect) {
     let starting_text = match starting {
         Some(s) if s.hidden => "recorded (hidden in this environment)".to_string(),
         Some(s) => crate::tui::widgets::score::score_text(s, &view.unit),
+        None if view.state == crate::session::Phase::Queued => {
+            "taken once the hardware is yours".to_string()
+        }
         None => "not taken".to_string(),
     };
     let bullet = |t: String| Line::raw(format!("  • {t}"));
