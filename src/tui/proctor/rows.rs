@@ -139,7 +139,8 @@ impl StateFilter {
             StateFilter::Live => matches!(state, Phase::Running | Phase::Paused),
             StateFilter::Running => state == Phase::Running,
             StateFilter::Paused => state == Phase::Paused,
-            StateFilter::Created => state == Phase::Created,
+            // Waiting for hardware is not started either.
+            StateFilter::Created => matches!(state, Phase::Created | Phase::Queued),
             StateFilter::Ended => state == Phase::Ended,
         }
     }
