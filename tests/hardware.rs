@@ -532,6 +532,14 @@ fn the_hosts_command_lists_gpus_and_their_holders() {
     let hosts: Vec<HostView> = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(hosts[0].name, "local");
     assert_eq!(hosts[0].gpus[0].utilization_pct, Some(7));
+    // Its GPU's use is sampled every few seconds (the proctor's view and
+    // idle-GPU alert read it).
+    let sampled = common::wait_until(Duration::from_secs(15), || {
+        let out = server.cli(&["show", &id, "--json"]);
+        let view: SessionView = serde_json::from_slice(&out.stdout).unwrap();
+        view.gpu_use.first().is_some_and(|u| u.utilization_pct == 7) && view.gpu_used_at.is_some()
+    });
+    assert!(sampled, "the session's GPU use was never sampled");
     let show = server.cli(&["show", &id]);
     let text = String::from_utf8_lossy(&show.stdout);
     assert!(

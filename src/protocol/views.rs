@@ -221,6 +221,13 @@ pub struct SessionView {
     /// (`advisory`: a local session sees every device node).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub gpu_isolation: String,
+    /// Its GPUs' use at the last sample (every few seconds, from
+    /// `nvidia-smi`), and the last time one of them was seen busy (or when
+    /// they were first sampled): for the proctor's idle-GPU alert.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_use: Vec<crate::hardware::gpu_use::GpuUse>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_used_at: Option<DateTime<Utc>>,
     /// While queued: its place in line (1 = next) and what it waits for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_position: Option<usize>,
@@ -374,6 +381,8 @@ impl SessionView {
             sandbox_warning: meta.sandbox_warning.clone(),
             grant: state.grant.clone(),
             gpu_isolation: String::new(),
+            gpu_use: Vec::new(),
+            gpu_used_at: None,
             queue_position: None,
             waiting_for: state
                 .queued

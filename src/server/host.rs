@@ -97,6 +97,11 @@ pub struct Host {
     /// While it waits for hardware: its place in line (1 = next) and what
     /// it waits for now (set by the hub's queue).
     pub queue_note: Mutex<Option<(usize, String)>>,
+    /// Its GPUs' use at the last sample, and when one was last seen busy.
+    pub gpu_use: Mutex<(
+        Vec<crate::hardware::gpu_use::GpuUse>,
+        Option<chrono::DateTime<Utc>>,
+    )>,
     /// Out-of-memory kills in its limit group already noted in its log
     /// (read when its sandbox opens: a restarted server does not note the
     /// kills an earlier run of it saw).
@@ -175,6 +180,7 @@ impl Host {
             grant,
             queue_note: Mutex::new(None),
             memory_kills_seen: std::sync::atomic::AtomicU64::new(kills),
+            gpu_use: Mutex::new((Vec::new(), None)),
             connections: std::sync::atomic::AtomicUsize::new(0),
             recording_quota: Arc::new(super::quota::RecordingQuota::new(
                 super::quota::RecordingQuota::limit_from_env(),
@@ -355,6 +361,15 @@ impl Host {
         view.sandbox = self.sandbox().backend().to_string();
         view.containment = self.sandbox().containment().to_string();
         view.host = self.sandbox().host().to_string();
+        {
+            let (uses, used_at) = self
+                .gpu_use
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            view.gpu_use = uses;
+            view.gpu_used_at = used_at;
+        }
         if self.has_sandbox() && view.grant.is_some() {
             view.gpu_isolation = self.sandbox().gpu_isolation().to_string();
         }

@@ -215,6 +215,46 @@ impl Hub {
                 self.serve_queue().await;
             }
             self.report_memory_kills().await;
+            self.sample_gpu_use().await;
+        }
+    }
+
+    /// Each GPU-holding session's GPUs' use now, and when they were last
+    /// busy (the proctor's idle-GPU alert reads it).
+    async fn sample_gpu_use(&self) {
+        let holders: Vec<Arc<Host>> = self
+            .hosts_unordered()
+            .into_iter()
+            .filter(|h| h.grant().is_some_and(|g| !g.gpus.is_empty()))
+            .collect();
+        let mut live_holders = Vec::new();
+        for host in holders {
+            if host.live.lock().await.state.phase() != Phase::Ended {
+                live_holders.push(host);
+            }
+        }
+        if live_holders.is_empty() {
+            return;
+        }
+        let sample = tokio::task::spawn_blocking(gpu_use::sample)
+            .await
+            .unwrap_or_default();
+        let now = chrono::Utc::now();
+        for host in live_holders {
+            let Some(grant) = host.grant() else { continue };
+            let uses: Vec<gpu_use::GpuUse> = grant
+                .gpus
+                .iter()
+                .filter_map(|g| sample.get(&g.uuid).cloned())
+                .collect();
+            let busy = uses.iter().any(|u| u.utilization_pct > 0);
+            let mut slot = host.gpu_use.lock().unwrap_or_else(|e| e.into_inner());
+            let used_at = match slot.1 {
+                Some(_) if busy => Some(now),
+                Some(at) => Some(at),
+                None => Some(now),
+            };
+            *slot = (uses, used_at);
         }
     }
 

@@ -25,10 +25,12 @@ pub enum AlertKind {
     ShellExited,
     LongPause,
     Idle,
+    /// It holds a GPU it has not used for long (others may be waiting).
+    GpuIdle,
 }
 
 impl AlertKind {
-    pub const ALL: [AlertKind; 10] = [
+    pub const ALL: [AlertKind; 11] = [
         AlertKind::CrashRecovery,
         AlertKind::ProtectedFile,
         AlertKind::ScorerFailing,
@@ -39,6 +41,7 @@ impl AlertKind {
         AlertKind::ShellExited,
         AlertKind::LongPause,
         AlertKind::Idle,
+        AlertKind::GpuIdle,
     ];
 
     /// The short tag shown in a table row.
@@ -54,6 +57,7 @@ impl AlertKind {
             AlertKind::ShellExited => "SHELL",
             AlertKind::LongPause => "LONG PAUSE",
             AlertKind::Idle => "IDLE",
+            AlertKind::GpuIdle => "GPU IDLE",
         }
     }
 
@@ -153,8 +157,30 @@ pub fn session_alerts(t: &Tracked, limits: &Thresholds, now: DateTime<Utc>) -> V
             });
         }
     }
+    gpu_idle(t, limits, now, &mut alerts);
     alerts.sort_by_key(|a| a.kind);
     alerts
+}
+
+/// A live session holding GPUs none of which was busy for a long time.
+fn gpu_idle(t: &Tracked, limits: &Thresholds, now: DateTime<Utc>, alerts: &mut Vec<Alert>) {
+    let v = &t.view;
+    let Some(used_at) = v.gpu_used_at.filter(|_| !v.gpu_use.is_empty()) else {
+        return;
+    };
+    let idle_s = seconds_between(used_at, now);
+    if idle_s > limits.gpu_idle_after_s {
+        let gpus: Vec<String> = v.gpu_use.iter().map(|u| u.index.to_string()).collect();
+        alerts.push(Alert {
+            kind: AlertKind::GpuIdle,
+            since: used_at,
+            text: format!(
+                "holds GPU {} but has not used it for {}",
+                gpus.join(", "),
+                format::human_duration(idle_s)
+            ),
+        });
+    }
 }
 
 fn invalid(s: &ScoreView) -> bool {
@@ -301,6 +327,34 @@ mod tests {
         // Not while paused: that has its own rule.
         t.view.state = Phase::Paused;
         assert!(!kinds(&t, 5000).contains(&AlertKind::Idle));
+    }
+
+    #[test]
+    fn a_gpu_held_but_unused_for_long_is_an_alert() {
+        let mut t = tracked(Phase::Created);
+        t.view.gpu_use = vec![crate::hardware::gpu_use::GpuUse {
+            index: 3,
+            uuid: "GPU-3".into(),
+            utilization_pct: 0,
+            memory_used_mib: 0,
+        }];
+        t.view.gpu_used_at = Some(at(100));
+        assert!(!kinds(&t, 100 + 1800).contains(&AlertKind::GpuIdle));
+        let alerts = session_alerts(&t, &Thresholds::default(), at(100 + 1900));
+        let idle = alerts
+            .iter()
+            .find(|a| a.kind == AlertKind::GpuIdle)
+            .expect("a GPU idle alert");
+        assert_eq!(idle.since, at(100));
+        assert!(
+            idle.text
+                .starts_with("holds GPU 3 but has not used it for 31m"),
+            "{}",
+            idle.text
+        );
+        // Without GPUs (or once ended) there is nothing to say.
+        t.view.gpu_use.clear();
+        assert!(!kinds(&t, 100 + 1900).contains(&AlertKind::GpuIdle));
     }
 
     #[test]

@@ -4,6 +4,8 @@ use crate::environment::duration::parse_duration;
 
 /// Below this much budget left a live session gets an alert.
 pub const BUDGET_LOW_S: f64 = 15.0 * 60.0;
+/// A session holding a GPU it has not used for this long gets an alert.
+pub const GPU_IDLE_S: f64 = 30.0 * 60.0;
 /// This many invalid entries in a row mean the scorer is failing, not the solution.
 pub const FAILING_RUN: usize = 3;
 
@@ -15,6 +17,8 @@ pub struct Thresholds {
     pub paused_after_s: f64,
     pub budget_low_s: f64,
     pub failing_run: usize,
+    /// Holding a GPU not used for this long: give it to someone who waits.
+    pub gpu_idle_after_s: f64,
 }
 
 impl Default for Thresholds {
@@ -24,6 +28,7 @@ impl Default for Thresholds {
             paused_after_s: 1800.0,
             budget_low_s: BUDGET_LOW_S,
             failing_run: FAILING_RUN,
+            gpu_idle_after_s: GPU_IDLE_S,
         }
     }
 }

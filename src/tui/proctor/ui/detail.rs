@@ -123,9 +123,20 @@ fn draw_identity(app: &App, t: &Tracked, frame: &mut Frame, area: Rect) {
         ));
     }
     if let Some(grant) = v.grant.as_ref().filter(|g| !g.gpus.is_empty()) {
-        let gpus: Vec<String> = grant.gpus.iter().map(|g| g.index.to_string()).collect();
+        // Each GPU with its use at the last sample.
+        let gpus: Vec<String> = grant
+            .gpus
+            .iter()
+            .map(|g| match v.gpu_use.iter().find(|u| u.uuid == g.uuid) {
+                Some(u) => format!(
+                    "{} {}% {} MiB",
+                    g.index, u.utilization_pct, u.memory_used_mib
+                ),
+                None => g.index.to_string(),
+            })
+            .collect();
         let noun = if gpus.len() == 1 { "GPU" } else { "GPUs" };
-        spans.push(Span::raw(format!(" · {noun} {}", gpus.join(","))));
+        spans.push(Span::raw(format!(" · {noun} {}", gpus.join(", "))));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
