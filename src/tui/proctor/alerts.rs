@@ -27,10 +27,12 @@ pub enum AlertKind {
     Idle,
     /// It holds a GPU it has not used for long (others may be waiting).
     GpuIdle,
+    /// Queued for a GPU that a process of an ended session still holds.
+    GpuUnclean,
 }
 
 impl AlertKind {
-    pub const ALL: [AlertKind; 11] = [
+    pub const ALL: [AlertKind; 12] = [
         AlertKind::CrashRecovery,
         AlertKind::ProtectedFile,
         AlertKind::ScorerFailing,
@@ -42,6 +44,7 @@ impl AlertKind {
         AlertKind::LongPause,
         AlertKind::Idle,
         AlertKind::GpuIdle,
+        AlertKind::GpuUnclean,
     ];
 
     /// The short tag shown in a table row.
@@ -58,6 +61,7 @@ impl AlertKind {
             AlertKind::LongPause => "LONG PAUSE",
             AlertKind::Idle => "IDLE",
             AlertKind::GpuIdle => "GPU IDLE",
+            AlertKind::GpuUnclean => "GPU HELD",
         }
     }
 
@@ -158,6 +162,20 @@ pub fn session_alerts(t: &Tracked, limits: &Thresholds, now: DateTime<Utc>) -> V
         }
     }
     gpu_idle(t, limits, now, &mut alerts);
+    if v.state == Phase::Queued
+        && let Some(why) = v
+            .waiting_for
+            .as_ref()
+            .filter(|w| w.contains("still in use"))
+    {
+        alerts.push(Alert {
+            kind: AlertKind::GpuUnclean,
+            since: v.created_at,
+            text: format!(
+                "queued for {why}: a stray process holds it (see `rebench hosts`, `nvidia-smi`)"
+            ),
+        });
+    }
     alerts.sort_by_key(|a| a.kind);
     alerts
 }
@@ -355,6 +373,16 @@ mod tests {
         // Without GPUs (or once ended) there is nothing to say.
         t.view.gpu_use.clear();
         assert!(!kinds(&t, 100 + 1900).contains(&AlertKind::GpuIdle));
+    }
+
+    #[test]
+    fn a_session_queued_behind_a_stray_process_is_an_alert() {
+        let mut t = tracked(Phase::Queued);
+        t.view.waiting_for = Some("1 GPU (0 free)".into());
+        assert!(!kinds(&t, 200).contains(&AlertKind::GpuUnclean));
+        t.view.waiting_for =
+            Some("1 GPU (0 free, 1 still in use by an ended session's process)".into());
+        assert!(kinds(&t, 200).contains(&AlertKind::GpuUnclean));
     }
 
     #[test]
