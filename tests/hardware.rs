@@ -449,34 +449,74 @@ async fn timed_sessions_never_share_a_core() {
     assert_eq!(hosts[0].cpus, core, "the reserve leaves one core");
     assert!(hosts[0].cpus_free.is_empty());
 
-    // A proctor cancels the untimed one; the first ends: the second (first
-    // in line) gets the core.
-    for (session, reason) in [(&untimed.id, "abandoned"), (&first.id, "ended_by_proctor")] {
-        server
-            .admin()
-            .await
-            .call::<SessionView>(Request::End {
-                session: session.clone(),
-                reason: Some(reason.into()),
-                note: None,
-            })
-            .await
-            .unwrap();
-    }
-    let server_ref = &server;
-    let id = second.id.clone();
-    let mut view = server_ref.show(&id).await;
-    for _ in 0..100 {
-        if view.state == Phase::Created {
-            break;
+    // A proctor moves the untimed one up: it is served first when the
+    // core is free; then the second.
+    let moved = server.cli(&["priority", &untimed.id, "5"]);
+    assert!(
+        moved.status.success(),
+        "{}",
+        String::from_utf8_lossy(&moved.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&moved.stdout).contains("1st in line"),
+        "{}",
+        String::from_utf8_lossy(&moved.stdout)
+    );
+    assert_eq!(server.show(&second.id).await.queue_position, Some(2));
+    let not_queued = server.cli(&["priority", &first.id, "9"]);
+    assert!(!not_queued.status.success());
+    assert!(
+        String::from_utf8_lossy(&not_queued.stderr).contains("is not waiting for hardware"),
+        "{}",
+        String::from_utf8_lossy(&not_queued.stderr)
+    );
+    let end = |session: String| {
+        let server = &server;
+        async move {
+            server
+                .admin()
+                .await
+                .call::<SessionView>(Request::End {
+                    session,
+                    reason: None,
+                    note: None,
+                })
+                .await
+                .unwrap();
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        view = server_ref.show(&id).await;
-    }
+    };
+    let granted = |id: String| {
+        let server = &server;
+        async move {
+            let mut view = server.show(&id).await;
+            for _ in 0..100 {
+                if view.state == Phase::Created {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                view = server.show(&id).await;
+            }
+            view
+        }
+    };
+    end(first.id.clone()).await;
+    let view = granted(untimed.id.clone()).await;
     assert_eq!(view.state, Phase::Created, "{view:?}");
     assert_eq!(view.grant.unwrap().cpus, core);
-    // The cancelled one never held anything.
-    assert!(server.show(&untimed.id).await.grant.is_none());
+    assert_eq!(server.show(&second.id).await.state, Phase::Queued);
+    end(untimed.id.clone()).await;
+    let view = granted(second.id.clone()).await;
+    assert_eq!(view.state, Phase::Created, "{view:?}");
+    let grant = view.grant.unwrap();
+    assert_eq!(grant.cpus, core);
+    assert!(!grant.shared_cpus);
+    // A proctor cancels a queued session: it never held anything.
+    let third = create(&server, &timed, "local").await;
+    assert_eq!(third.state, Phase::Queued);
+    end(third.id.clone()).await;
+    let cancelled = server.show(&third.id).await;
+    assert_eq!(cancelled.state, Phase::Ended);
+    assert!(cancelled.grant.is_none());
 }
 
 /// `hosts` through the CLI, as an operator reads it.

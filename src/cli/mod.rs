@@ -132,6 +132,13 @@ pub enum Command {
     },
     /// Add a note to the session log.
     Note { session: String, text: Vec<String> },
+    /// Move a queued session in the hardware queue: higher goes first
+    /// (sessions of equal priority keep their order of arrival).
+    Priority {
+        session: String,
+        #[arg(allow_negative_numbers = true)]
+        priority: i32,
+    },
     /// Submit: take the final score and end the session.
     Submit {
         session: String,

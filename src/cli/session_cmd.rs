@@ -165,6 +165,16 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
                     .await?,
             );
         }
+        Command::Priority { session, priority } => {
+            let view: crate::protocol::SessionView = client
+                .call(Request::Prioritize { session, priority })
+                .await?;
+            if json {
+                println!("{}", serde_json::to_string(&view)?);
+            } else if let Some(line) = super::print::queue_line(&view) {
+                println!("{}: {line}", view.id);
+            }
+        }
         Command::Note { session, text } => {
             show(
                 &client

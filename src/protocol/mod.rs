@@ -121,6 +121,12 @@ pub enum Request {
         session: String,
         text: String,
     },
+    /// A queued session's place in the hardware queue: higher goes first
+    /// (admin only; a proctor moves a session up).
+    Prioritize {
+        session: String,
+        priority: i32,
+    },
     Instructions {
         session: String,
     },
@@ -246,6 +252,7 @@ impl Request {
             | Submit { session, .. }
             | End { session, .. }
             | Note { session, .. }
+            | Prioritize { session, .. }
             | Instructions { session }
             | Exec { session, .. }
             | Usage { session, .. }

@@ -705,6 +705,9 @@ async fn run_request(
             note,
         } => json(hub.end(&session, reason, note, actor).await?),
         Request::Note { session, text } => json(hub.note(&session, text, actor).await?),
+        Request::Prioritize { session, priority } => {
+            json(hub.prioritize(&session, priority, actor).await?)
+        }
         Request::Instructions { session } => {
             let host = hub.host(&session)?;
             let text = match (&host.meta.task_family, &host.meta.instructions) {

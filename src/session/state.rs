@@ -194,7 +194,8 @@ impl SessionState {
                 needs,
             } => {
                 self.queued = Some(QueuedRecord {
-                    since: event.at,
+                    // Queued again with another priority: it keeps its arrival.
+                    since: self.queued.as_ref().map_or(event.at, |q| q.since),
                     priority: *priority,
                     waiting_for: waiting_for.clone(),
                     needs: needs.clone(),

@@ -298,6 +298,45 @@ impl Hub {
     }
 }
 
+impl Hub {
+    /// A queued session's new priority (recorded as it queued again, its
+    /// arrival kept); the queue is served at once in its new order.
+    pub async fn prioritize(
+        self: &Arc<Self>,
+        id: &str,
+        priority: i32,
+        by: &super::Actor,
+    ) -> OpResult<crate::protocol::SessionView> {
+        let host = self.host(id)?;
+        {
+            let _placing = self.placing.lock().await;
+            let mut live = host.live.lock().await;
+            let queued = live
+                .state
+                .queued
+                .clone()
+                .filter(|_| live.state.phase() == Phase::Queued)
+                .ok_or_else(|| {
+                    OpError::state(format!(
+                        "session {id} is not waiting for hardware (it is {})",
+                        live.state.phase()
+                    ))
+                })?;
+            host.append(
+                &mut live,
+                EventKind::Queued {
+                    waiting_for: queued.waiting_for,
+                    priority,
+                    needs: queued.needs,
+                },
+            )
+            .await?;
+        }
+        self.serve_queue().await;
+        Ok(host.view(by.audience, false).await)
+    }
+}
+
 impl Host {
     /// Its place in line and what it waits for, for its views.
     pub fn set_queue_note(&self, position: usize, why: String) {
