@@ -108,6 +108,30 @@ async fn create(server: &TestServer, env: &Path, sandbox: &str) -> SessionView {
         .unwrap()
 }
 
+/// The session's view once `check` holds of it (polled for up to 15 s:
+/// the queue is served at once on an end and every 5 s besides).
+async fn view_once(
+    server: &TestServer,
+    session: &str,
+    check: impl Fn(&SessionView) -> bool,
+) -> Option<SessionView> {
+    for _ in 0..150 {
+        let view = server.show(session).await;
+        if check(&view) {
+            return Some(view);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
+}
+
+/// Its view once the queue has granted its hardware.
+async fn granted(server: &TestServer, session: &str) -> SessionView {
+    view_once(server, session, |v| v.state == Phase::Created)
+        .await
+        .unwrap_or_else(|| panic!("{session} was not granted its hardware"))
+}
+
 /// Starts the clock, once the starting score (taken when the hardware was
 /// granted, or again after a restart) is in.
 async fn begin(server: &TestServer, session: &str) -> SessionView {
@@ -236,16 +260,7 @@ async fn gpus_are_owned(backend: &str) {
         })
         .await
         .unwrap();
-    let mut granted = None;
-    for _ in 0..100 {
-        let view = server.show(&c.id).await;
-        if view.state == Phase::Created {
-            granted = Some(view);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let granted = granted.expect("the queued session was not granted its GPU");
+    let granted = granted(&server, &c.id).await;
     assert_eq!(gpu_index(&granted), ga, "it gets the GPU the first freed");
     assert!(granted.started_at.is_none());
     assert_eq!(granted.active_s, 0.0);
@@ -294,16 +309,7 @@ async fn docker_sessions_see_only_their_own_gpu() {
         return;
     }
     // Built once here, not by the server inside a session's creation.
-    let engine = rebench::sandbox::docker::Engine::connect(
-        "local",
-        &rebench::sandbox::docker::default_endpoint(),
-    )
-    .unwrap();
-    rebench::sandbox::docker::block_on(rebench::sandbox::docker::image::ensure_base_image(
-        &engine,
-        &|line| eprintln!("{line}"),
-    ))
-    .expect("building the base image");
+    common::base_image();
     gpus_are_owned("docker").await;
 }
 
@@ -381,20 +387,17 @@ async fn cores_and_memory_hold(backend: &str) {
     assert!(!big.stdout.contains("629145600"), "{big:?}");
     // The kill is noted in the log (the participant sees it), and the
     // clock runs on.
-    let mut noted = None;
-    for _ in 0..150 {
-        let view = server.show(&view.id).await;
-        if let Some(note) = view
-            .notes
-            .iter()
-            .find(|n| n.text.starts_with("out of memory"))
-        {
-            noted = Some((note.clone(), view.state));
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let (note, state) = noted.expect("no note of the memory kill");
+    let noted = view_once(&server, &view.id, |v| {
+        v.notes.iter().any(|n| n.text.starts_with("out of memory"))
+    })
+    .await
+    .expect("no note of the memory kill");
+    let note = noted
+        .notes
+        .iter()
+        .find(|n| n.text.starts_with("out of memory"))
+        .unwrap();
+    let state = noted.state;
     assert_eq!(note.by, "rebench");
     assert!(note.text.contains("0.2 GB"), "{note:?}");
     assert_eq!(state, Phase::Running);
@@ -485,27 +488,13 @@ async fn timed_sessions_never_share_a_core() {
                 .unwrap();
         }
     };
-    let granted = |id: String| {
-        let server = &server;
-        async move {
-            let mut view = server.show(&id).await;
-            for _ in 0..100 {
-                if view.state == Phase::Created {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                view = server.show(&id).await;
-            }
-            view
-        }
-    };
     end(first.id.clone()).await;
-    let view = granted(untimed.id.clone()).await;
+    let view = granted(&server, &untimed.id).await;
     assert_eq!(view.state, Phase::Created, "{view:?}");
     assert_eq!(view.grant.unwrap().cpus, core);
     assert_eq!(server.show(&second.id).await.state, Phase::Queued);
     end(untimed.id.clone()).await;
-    let view = granted(second.id.clone()).await;
+    let view = granted(&server, &second.id).await;
     assert_eq!(view.state, Phase::Created, "{view:?}");
     let grant = view.grant.unwrap();
     assert_eq!(grant.cpus, core);
@@ -628,14 +617,6 @@ async fn a_gpu_is_granted_again_only_once_nothing_runs_on_it() {
     );
     // The process goes: the queue grants it within its poll.
     gpus.set_processes("");
-    let mut view = waiting;
-    for _ in 0..150 {
-        if view.state == Phase::Created {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        view = server.show(&c.id).await;
-    }
-    assert_eq!(view.state, Phase::Created, "{view:?}");
+    let view = granted(&server, &c.id).await;
     assert_eq!(gpu_index(&view), freed);
 }

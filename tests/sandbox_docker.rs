@@ -11,7 +11,6 @@
 mod common;
 
 use std::path::Path;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::*;
@@ -20,24 +19,6 @@ use rebench::session::Phase;
 
 fn prefix_sum() -> std::path::PathBuf {
     repo_root().join("environments/prefix-sum")
-}
-
-/// The base image, built once for the whole binary (servers would each
-/// build it at once otherwise).
-fn base_image() -> &'static str {
-    static TAG: OnceLock<String> = OnceLock::new();
-    TAG.get_or_init(|| {
-        let engine = rebench::sandbox::docker::Engine::connect(
-            "local",
-            &rebench::sandbox::docker::default_endpoint(),
-        )
-        .unwrap();
-        rebench::sandbox::docker::block_on(rebench::sandbox::docker::image::ensure_base_image(
-            &engine,
-            &|line| eprintln!("{line}"),
-        ))
-        .expect("building the base image")
-    })
 }
 
 /// A server whose sessions are `docker` ones, with the base image built;

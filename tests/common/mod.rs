@@ -543,6 +543,24 @@ pub fn docker_works(what: &str) -> bool {
     false
 }
 
+/// The base image, built once for the whole binary (servers would each
+/// build it at once otherwise).
+pub fn base_image() -> &'static str {
+    static TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TAG.get_or_init(|| {
+        let engine = rebench::sandbox::docker::Engine::connect(
+            "local",
+            &rebench::sandbox::docker::default_endpoint(),
+        )
+        .unwrap();
+        rebench::sandbox::docker::block_on(rebench::sandbox::docker::image::ensure_base_image(
+            &engine,
+            &|line| eprintln!("{line}"),
+        ))
+        .expect("building the base image")
+    })
+}
+
 /// The containers on the default engine labelled for `session` (running or not).
 pub fn session_containers(session: &str) -> Vec<String> {
     let out = Command::new("docker")
