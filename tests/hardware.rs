@@ -224,6 +224,19 @@ async fn gpus_are_owned(backend: &str) {
     // the others) and its uuid in the variables.
     for (view, index) in [(&a, ga), (&b, gb)] {
         begin(&server, &view.id).await;
+        // Its processes run on its own core only (cgroups here, the engine
+        // for a container).
+        if backend == "docker" || common::cgroups_usable() {
+            let cores = server
+                .exec(&view.id, "grep Cpus_allowed_list /proc/self/status")
+                .await;
+            let core = view.grant.as_ref().unwrap().cpus[0];
+            assert_eq!(
+                cores.stdout.split_whitespace().last(),
+                Some(core.to_string().as_str()),
+                "{backend}: {cores:?}"
+            );
+        }
         let (nodes, cvd) = seen_from_inside(&server, &view.id).await;
         assert_eq!(cvd, UUIDS[index as usize], "{backend}: {nodes:?}");
         let shown = server.show(&view.id).await;
@@ -619,4 +632,55 @@ async fn a_gpu_is_granted_again_only_once_nothing_runs_on_it() {
     gpus.set_processes("");
     let view = granted(&server, &c.id).await;
     assert_eq!(gpu_index(&view), freed);
+}
+
+/// The devices a session had are part of its record: a marker in its
+/// exported recording, and a row of the report.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_recording_and_the_report_say_which_devices_a_session_had() {
+    let Some(gpus) = FakeGpus::new("devices in the record") else {
+        return;
+    };
+    let (_env_dir, env) = one_gpu_env();
+    let server = gpus.server("local", &[]);
+    let view = create(&server, &env, "local").await;
+    let index = gpu_index(&view);
+    begin(&server, &view.id).await;
+    let (driver, _shell, _) = server.drive_new_shell(&view.id, 80, 24).await;
+    drop(driver);
+    let submitted = server.cli(&["submit", &view.id]);
+    assert!(
+        submitted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&submitted.stderr)
+    );
+    let cast = server.cli(&["export", &view.id, "--format", "asciicast-v2"]);
+    let cast = String::from_utf8_lossy(&cast.stdout);
+    let marker = format!("hardware: GPU {index} (NVIDIA H100 80GB HBM3), core");
+    assert!(cast.contains(&marker), "no device marker in:\n{cast}");
+    let report = server.cli(&["report", "--format", "json"]);
+    let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let rows = report["hardware"].as_array().expect("a hardware section");
+    assert_eq!(rows.len(), 1, "{report}");
+    assert_eq!(rows[0]["session"], view.id.as_str());
+    assert!(
+        rows[0]["hardware"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("GPU {index} (NVIDIA H100 80GB HBM3)")),
+        "{report}"
+    );
+}
+
+/// Without a GPU the check says so and succeeds (CI has none).
+#[test]
+fn the_gpu_check_script_says_when_there_is_no_gpu() {
+    let out = std::process::Command::new("bash")
+        .arg(common::repo_root().join("scripts/gpu-check.sh"))
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("no NVIDIA GPU here"), "{said}");
 }
