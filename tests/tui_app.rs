@@ -737,3 +737,63 @@ mod partial_frames {
         assert!(!app.wants_frame());
     }
 }
+
+#[test]
+fn a_queued_session_waits_on_the_start_screen_until_its_grant_rings() {
+    let mut app = App::new(
+        "s1",
+        &Config::default(),
+        Theme { color: false },
+        Rect::new(0, 0, 140, 45),
+    );
+    app.now_s = 100.0;
+    let mut queued = view_json("created", 7200.0);
+    queued["state"] = "queued".into();
+    queued["waiting_for"] = "1 GPU (H100) (0 free)".into();
+    queued["queue_position"] = 2.into();
+    queued["scores"] = serde_json::json!([]);
+    app.update(reply(Pending::Show, queued));
+    assert_eq!(app.screen, Screen::Start);
+    assert_eq!(app.state(), Some(Phase::Queued));
+    // Enter does not try to start a clock that cannot start.
+    let effects = app.update(key(KeyCode::Enter));
+    assert!(
+        !effects
+            .iter()
+            .any(|e| matches!(e, Effect::Send(_, Request::Begin { .. }))),
+        "{effects:?}"
+    );
+    // Its place in line is read again while it waits.
+    app.now_s = 104.0;
+    let effects = app.update(Action::Tick);
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Send(_, Request::Show { .. }))),
+        "{effects:?}"
+    );
+    // The grant arrives: the bell, and the session can start.
+    let grant = rebench::hardware::DeviceGrant {
+        host: "local".into(),
+        gpus: vec![rebench::hardware::GrantedGpu {
+            index: 1,
+            uuid: "GPU-1".into(),
+            model: "H100".into(),
+        }],
+        cpus: vec![3],
+        shared_cpus: false,
+        cpu_weight: 1,
+        memory_gb: 16.0,
+    };
+    let effects = app.update(event(EventKind::Granted { grant }));
+    assert!(effects.contains(&Effect::Bell), "{effects:?}");
+    assert_eq!(app.state(), Some(Phase::Created));
+    assert_eq!(app.screen, Screen::Start);
+    let effects = app.update(key(KeyCode::Enter));
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Send(_, Request::Begin { .. }))),
+        "{effects:?}"
+    );
+}
