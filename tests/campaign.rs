@@ -1073,3 +1073,56 @@ lengths = ["2m"]
     );
     assert_eq!(s.sessions_per_run().len(), 1);
 }
+
+/// Runs whose hardware is taken wait in the server's queue (a timed
+/// environment, one core for sessions: one run at a time), and every run
+/// still gets its one session, begun once granted, driven to the end.
+#[test]
+fn runs_beyond_the_hardware_wait_in_the_queue() {
+    let config = tempfile::tempdir().unwrap();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::fs::create_dir_all(config.path().join("rebench")).unwrap();
+    std::fs::write(
+        config.path().join("rebench/config.toml"),
+        format!("[machine]\nreserve_cpus = {}\n", cores - 1),
+    )
+    .unwrap();
+    let (env_dir, env) =
+        fixture_env(|t| t.replace("visible = true", "visible = true\nexclusive = true"));
+    let s = Setup {
+        server: TestServer::start_with_env(&[("XDG_CONFIG_HOME", config.path().to_str().unwrap())]),
+        _env_dir: env_dir,
+        env,
+        files: tempfile::tempdir().unwrap(),
+    };
+    let models = ModelServer::start(vec![("good-model", good_script())]);
+    let file = s.write_campaign(&format!(
+        "[campaign]\nname = \"queued\"\nconcurrency = 4\n\n[[agents]]\nname = \"good\"\napi = \"openai\"\n\
+         base_url = \"{}\"\nmodel = \"good-model\"\n\n[[environments]]\nid = \"{}\"\n\n[runs]\nlengths = [\"2m\"]\nattempts = 4\n",
+        models.base_url(),
+        s.env.display()
+    ));
+    ok(&s.campaign(&["run", file.to_str().unwrap()]));
+    let status = s.status("queued");
+    let runs = status["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    let mut waited = 0;
+    for run in runs {
+        assert_eq!(run["state"], "done", "{run}");
+        let session = run["session"].as_str().unwrap();
+        let kinds: Vec<String> = s
+            .events(session)
+            .iter()
+            .map(|e| e["type"].as_str().unwrap_or_default().to_string())
+            .collect();
+        if kinds.iter().any(|k| k == "queued") {
+            waited += 1;
+            // Its clock started only after its grant.
+            let granted = kinds.iter().position(|k| k == "granted").unwrap();
+            let started = kinds.iter().position(|k| k == "started").unwrap();
+            assert!(granted < started, "{kinds:?}");
+        }
+    }
+    assert!(waited >= 1, "no run waited for the one core: {runs:?}");
+    assert!(s.sessions_per_run().values().all(|n| *n == 1));
+}
