@@ -42,6 +42,20 @@ async fn busy_gpus() -> BTreeSet<String> {
         .unwrap_or_default()
 }
 
+/// The machine as placement sees it at one moment.
+struct MachineNow {
+    inventory: Inventory,
+    held: Vec<DeviceGrant>,
+    busy: BTreeSet<String>,
+}
+
+impl MachineNow {
+    fn decide(&self, request: &Request) -> Decision {
+        let held: Vec<&DeviceGrant> = self.held.iter().collect();
+        allocate(&self.inventory, &held, &self.busy, request)
+    }
+}
+
 impl Hub {
     /// The grants of every session that is not over.
     pub async fn held_grants(&self) -> Vec<(String, DeviceGrant)> {
@@ -60,9 +74,20 @@ impl Hub {
 
     /// What the allocator decides for `request` now. Call with `placing` held.
     pub async fn decide(&self, request: &Request) -> Decision {
+        let machine = self.machine_now().await;
+        machine.decide(request)
+    }
+
+    /// The machine as placement sees it now: its inventory, the grants
+    /// held, and the GPUs some process uses.
+    async fn machine_now(&self) -> MachineNow {
         let inventory = inventory(self).await;
-        let held = self.held_grants().await;
-        let held: Vec<&DeviceGrant> = held.iter().map(|(_, g)| g).collect();
+        let held = self
+            .held_grants()
+            .await
+            .into_iter()
+            .map(|(_, g)| g)
+            .collect();
         // A GPU a live session holds is busy by its own right; the others
         // must have no process left on them.
         let busy = if inventory.gpus.is_empty() {
@@ -70,7 +95,11 @@ impl Hub {
         } else {
             busy_gpus().await
         };
-        allocate(&inventory, &held, &busy, request)
+        MachineNow {
+            inventory,
+            held,
+            busy,
+        }
     }
 
     /// Grants what it can to the sessions in line, first in line first,
@@ -80,12 +109,20 @@ impl Hub {
         let granted = {
             let _placing = self.placing.lock().await;
             let line = self.line().await;
+            if line.is_empty() {
+                return;
+            }
+            // Read once: each grant made here is added to what is held.
+            let mut machine = self.machine_now().await;
             let mut granted = Vec::new();
             let mut position = 0;
             for (waiting, host, needs) in line {
-                match self.decide(&needs).await {
-                    Decision::Grant(grant) => match self.grant(&host, grant).await {
-                        Ok(()) => granted.push(host),
+                match machine.decide(&needs) {
+                    Decision::Grant(grant) => match self.grant(&host, grant.clone()).await {
+                        Ok(()) => {
+                            machine.held.push(grant);
+                            granted.push(host);
+                        }
                         Err(e) => {
                             tracing::error!(session = %waiting.session, "could not grant its hardware: {e}")
                         }
