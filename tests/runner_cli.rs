@@ -302,6 +302,19 @@ fn environments_are_found_from_any_folder_and_a_miss_says_where_it_looked() {
     let shown = json(&run(&["env", "show", "prefix-sum", "--json"]));
     assert_eq!(shown["id"], "prefix-sum");
 
+    // A typo gets the id it most likely meant, and `not_found` with --json.
+    let typo = run(&["new", "prefx-sum", "--participant", "p", "--json"]);
+    assert_eq!(typo.status.code(), Some(1));
+    let failure = json_failure(&typo);
+    assert_eq!(failure["error"]["code"], "not_found", "{failure}");
+    assert!(
+        failure["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("did you mean prefix-sum?"),
+        "{failure}"
+    );
+
     let out = run(&["env", "show", "ghost"]);
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stderr);

@@ -328,10 +328,19 @@ fn fail_as(json: bool, failure: i32, result: anyhow::Result<i32>) -> i32 {
         report(Err(e));
         return failure;
     }
+    let not_found = e.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<crate::environment::EnvError>(),
+            Some(crate::environment::EnvError::NotFound { .. })
+        )
+    });
     let code = e
         .chain()
         .find_map(|cause| cause.downcast_ref::<crate::client::ClientError>())
-        .map_or_else(|| "failed".into(), error_code);
+        .map_or_else(
+            || if not_found { "not_found" } else { "failed" }.into(),
+            error_code,
+        );
     let message = format!("{e:#}");
     println!(
         "{}",

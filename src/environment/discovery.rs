@@ -184,6 +184,8 @@ pub fn resolve(name_or_path: &str, search: &SearchPath) -> Result<Environment, E
             name: name_or_path.to_string(),
             searched: vec![(as_path.to_path_buf(), "as given".into())],
             advice: "check the path (a folder holding environment.toml)".into(),
+            known: Vec::new(),
+            suggestion: None,
         });
     }
     if has_manifest(as_path) {
@@ -196,12 +198,55 @@ pub fn resolve(name_or_path: &str, search: &SearchPath) -> Result<Environment, E
         .collect();
     match candidates.iter().find(|(c, _)| has_manifest(c)) {
         Some((found, _)) => Environment::load(found),
-        None => Err(EnvError::NotFound {
-            name: name_or_path.to_string(),
-            searched: candidates,
-            advice: search.advice(),
-        }),
+        None => {
+            // Ids, and the folder names of environments that do not load.
+            let known: Vec<String> = list(search)
+                .into_iter()
+                .map(|(dir, loaded)| match loaded {
+                    Ok(env) => env.id().to_string(),
+                    Err(_) => dir
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                })
+                .collect();
+            Err(EnvError::NotFound {
+                name: name_or_path.to_string(),
+                searched: candidates,
+                advice: search.advice(),
+                suggestion: closest(name_or_path, &known),
+                known,
+            })
+        }
     }
+}
+
+/// The known id a mistyped `name` most likely meant: within a third of its
+/// length in edits (at least 2), the closest.
+fn closest(name: &str, known: &[String]) -> Option<String> {
+    let limit = (name.chars().count() / 3).max(2);
+    known
+        .iter()
+        .map(|id| (edit_distance(name, id), id))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, id)| id.clone())
+}
+
+/// Levenshtein distance over characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitute.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
 }
 
 /// A Task Standard task: `<family>/<task>` on the search path, or a path
@@ -384,6 +429,32 @@ mod tests {
             }
             other => panic!("expected NotFound, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_mistyped_id_gets_the_closest_known_one() {
+        let known: Vec<String> = ["prefix-sum", "optimize-kernel", "scaling-law"]
+            .map(String::from)
+            .into();
+        assert_eq!(closest("prefx-sum", &known).as_deref(), Some("prefix-sum"));
+        assert_eq!(
+            closest("optimise-kernel", &known).as_deref(),
+            Some("optimize-kernel")
+        );
+        assert_eq!(closest("zzz", &known), None);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+        let dir = tempfile::tempdir().unwrap();
+        let env = dir.path().join("prefix-sum");
+        std::fs::create_dir_all(&env).unwrap();
+        std::fs::write(env.join("environment.toml"), "id = \"prefix-sum\"\n").unwrap();
+        let mut search = SearchPath::default();
+        search.push(dir.path().to_path_buf(), "the data dir");
+        let message = resolve("prefx-sum", &search).unwrap_err().to_string();
+        assert!(
+            message.starts_with("environment \"prefx-sum\" not found: did you mean prefix-sum? (known: prefix-sum); looked in:"),
+            "{message}"
+        );
     }
 
     #[test]

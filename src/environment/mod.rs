@@ -87,9 +87,12 @@ pub enum EnvError {
         name: String,
         known: Vec<String>,
     },
-    /// Display: where it looked, one place a line, then how to add one.
+    /// Display: the closest known id, the ids known, where it looked, one
+    /// place a line, then how to add one.
     #[error(
-        "environment \"{name}\" not found; looked in:\n{}\n{advice}",
+        "environment \"{name}\" not found{}{}; looked in:\n{}\n{advice}",
+        suggestion.as_ref().map(|s| format!(": did you mean {s}?")).unwrap_or_default(),
+        if known.is_empty() { String::new() } else { format!(" (known: {})", known.join(", ")) },
         looked_in(searched)
     )]
     NotFound {
@@ -97,6 +100,9 @@ pub enum EnvError {
         /// Each candidate folder and why it was on the search path.
         searched: Vec<(PathBuf, String)>,
         advice: String,
+        /// The ids on the search path, and the one closest to `name`.
+        known: Vec<String>,
+        suggestion: Option<String>,
     },
     #[error("{}: {source}", path.display())]
     Io {
