@@ -116,6 +116,21 @@ fn missing_hardware_refuses_unless_allowed_and_then_is_recorded() {
         msg.contains("H100") && msg.contains("--allow-missing-hardware"),
         "{msg}"
     );
+    assert!(
+        !msg.contains("--profile"),
+        "no profile of it runs here: {msg}"
+    );
+    // A profile that runs here is offered first.
+    let (_d2, with_smoke) = fixture_env(|t| {
+        t.replace("gpus = 0", "gpus = 8\ngpu_model = \"H100\"")
+            + "\n[profiles.cpu]\nhardware = { gpus = 0, cpus = 1, memory_gb = 0.1 }\n"
+    });
+    let out = server.cli(&["new", with_smoke.to_str().unwrap(), "--participant", "pat"]);
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        msg.contains("Its profile cpu runs here (--profile cpu); or use --allow-missing-hardware"),
+        "{msg}"
+    );
     let id = new_session(&server, &env, &["--allow-missing-hardware"]);
     let show = json(&server.cli(&["show", &id, "--json"]));
     assert_eq!(show["allow_missing_hardware"], true);
@@ -158,7 +173,27 @@ fn bad_input_on_the_command_line_is_named() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no session zzzzzz"));
     let id = new_session(&server, &env, &[]);
     let out = server.cli(&["pause", &id, "--reason", "nap"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("nap"));
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert!(msg.contains("nap"), "{msg}");
+    // Only the reasons one may ask for are offered.
+    assert!(
+        msg.contains("break, proctor, technical_issue, api_outage)") && !msg.contains("scoring"),
+        "{msg}"
+    );
+    let out = server.cli(&[
+        "new",
+        env.to_str().unwrap(),
+        "--participant",
+        "p",
+        "--budget",
+        "0m",
+    ]);
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        msg.contains("a budget of 0 leaves no time to work") && !msg.contains("31622400"),
+        "{msg}"
+    );
     let out = server.cli(&["pause", &id, "--reason", "break"]);
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("not running"),

@@ -209,7 +209,12 @@ impl std::str::FromStr for PauseReason {
             .into_iter()
             .find(|r| r.as_str() == wanted)
             .ok_or_else(|| {
-                let known: Vec<&str> = PauseReason::ALL.iter().map(|r| r.as_str()).collect();
+                // The server's own reasons are not for asking.
+                let known: Vec<&str> = PauseReason::ALL
+                    .iter()
+                    .filter(|r| !r.system_only())
+                    .map(|r| r.as_str())
+                    .collect();
                 format!(
                     "unknown pause reason {s:?} (expected one of {})",
                     known.join(", ")

@@ -483,12 +483,28 @@ impl Hub {
             request = crate::hardware::allocate::capped(&machine, &request);
         }
         if !missing.is_empty() && !req.allow_missing_hardware {
+            // A profile this machine can run is the better way out.
+            let fitting: Vec<String> = env
+                .profile_names()
+                .into_iter()
+                .filter(|p| req.profile.as_deref() != Some(p.as_str()))
+                .filter(|p| hardware::missing(&env.hardware_for(Some(p)), &machine).is_empty())
+                .collect();
+            let way_out = match fitting.as_slice() {
+                [] => "Use".to_string(),
+                [one] => format!("Its profile {one} runs here (--profile {one}); or use"),
+                many => format!(
+                    "Its profiles {} run here (--profile NAME); or use",
+                    many.join(", ")
+                ),
+            };
             return Err(OpError::new(
                 ErrorCode::Refused,
                 format!(
-                    "this machine lacks the hardware environment {} needs: {}. Use --allow-missing-hardware to start anyway (it is recorded on the session)",
+                    "this machine lacks the hardware environment {} needs: {}. {} --allow-missing-hardware to start anyway (it is recorded on the session)",
                     env.id(),
-                    missing.join("; ")
+                    missing.join("; "),
+                    way_out
                 ),
             ));
         }
@@ -502,12 +518,21 @@ impl Hub {
             })?;
         use_calibration(&mut plan, &env, &prepared.dir);
         let budget_ms = match req.budget_s {
-            Some(s) if s == 0 || s > crate::environment::duration::MAX_DURATION.as_secs() => {
+            Some(0) => {
+                return Err(OpError::new(
+                    ErrorCode::BadRequest,
+                    "a budget of 0 leaves no time to work: give one like 2h or 90m",
+                ));
+            }
+            Some(s) if s > crate::environment::duration::MAX_DURATION.as_secs() => {
                 return Err(OpError::new(
                     ErrorCode::BadRequest,
                     format!(
-                        "the budget must be more than 0 seconds and at most {} seconds",
-                        crate::environment::duration::MAX_DURATION.as_secs()
+                        "a budget of {} is too long: at most {}",
+                        crate::environment::duration::format_duration(Duration::from_secs(s)),
+                        crate::environment::duration::format_duration(
+                            crate::environment::duration::MAX_DURATION
+                        )
                     ),
                 ));
             }
