@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A minimal external scaffold for rebench: the whole contract in one file.
 
-rebench runs a scaffold (`rebench agent SESSION -- CMD`, or a campaign
-agent with api = "command") with three variables:
+rebench runs a scaffold (`rebench agent SESSION -- CMD`, which starts the
+session's clock first if it has not started, or a campaign agent with
+api = "command") with three variables:
 
   REBENCH_SOCKET   the session's participant socket (newline-delimited JSON)
   REBENCH_SESSION  the session id

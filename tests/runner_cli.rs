@@ -212,6 +212,31 @@ fn exec_propagates_exit_codes_and_agent_scaffolds_get_a_participant_token() {
         Some(125),
         "exec before the start is refused"
     );
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert!(msg.contains(&format!("`rebench begin {id}`")), "{msg}");
+    // `rebench agent` starts the clock of a session that has not started.
+    let started = new_session(&server, &env, &["--kind", "agent"]);
+    let out = std::process::Command::new(BIN)
+        .arg("--data-dir")
+        .arg(&server.paths.root)
+        .args(["agent", &started, "--", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains(&format!("started the clock of session {started}")),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        json(&server.cli(&["show", &started, "--json"]))["state"],
+        "running"
+    );
     json(&server.cli(&["begin", &id, "--json"]));
     let out = server.cli(&[
         "exec",

@@ -240,6 +240,7 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
                     view.kind
                 );
             }
+            ready_for_an_agent(&mut client, &session).await?;
             let creds: Credentials = client.call(Request::Credentials { session }).await?;
             drop(client);
             let (program, args) = command.split_first().context("agent needs a command")?;
@@ -270,6 +271,45 @@ pub async fn run(command: Command, paths: &DataPaths, json: bool) -> anyhow::Res
         | Command::Proctor(_) => bail!("not a server command"),
     }
     Ok(0)
+}
+
+/// The session an agent is about to work in, running: its clock is started
+/// when it has not been (after its hardware is granted and its starting
+/// score taken: waited for, and said so); refused when it has ended.
+async fn ready_for_an_agent(client: &mut Client, session: &str) -> anyhow::Result<()> {
+    let mut said_queued = false;
+    loop {
+        let view: SessionView = client
+            .call(Request::Show {
+                session: session.to_string(),
+            })
+            .await?;
+        let scoring_start = view.state == crate::session::Phase::Created
+            && view.pauses.last().is_some_and(|p| p.end.is_none());
+        match view.state {
+            crate::session::Phase::Ended => {
+                bail!("session {session} has ended: an agent cannot work in it")
+            }
+            crate::session::Phase::Queued => {
+                if !said_queued && let Some(line) = super::print::queue_line(&view) {
+                    eprintln!("{session}: {line}");
+                    said_queued = true;
+                }
+            }
+            crate::session::Phase::Created if !scoring_start => {
+                client
+                    .call::<SessionView>(Request::Begin {
+                        session: session.to_string(),
+                    })
+                    .await?;
+                eprintln!("started the clock of session {session}");
+                return Ok(());
+            }
+            crate::session::Phase::Created => {}
+            crate::session::Phase::Running | crate::session::Phase::Paused => return Ok(()),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
 }
 
 /// How long `rebench shutdown` waits for the server to let go of the data dir.

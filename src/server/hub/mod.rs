@@ -1841,10 +1841,21 @@ impl Hub {
         }
         {
             let live = host.live.lock().await;
-            if live.state.phase() != Phase::Running {
+            let phase = live.state.phase();
+            if phase != Phase::Running {
+                let hint = match phase {
+                    Phase::Created => {
+                        format!(
+                            ": start its clock first (`rebench begin {id}`, or run the scaffold with `rebench agent {id} -- …`, which does)"
+                        )
+                    }
+                    Phase::Queued => ": it waits for its hardware".to_string(),
+                    Phase::Paused => ": resume it first".to_string(),
+                    _ => String::new(),
+                };
                 return Err(OpError::state(format!(
-                    "session {id} is {}; commands run while it runs",
-                    live.state.phase().as_str()
+                    "session {id} is {}; commands run while it runs{hint}",
+                    phase.as_str()
                 )));
             }
         }
