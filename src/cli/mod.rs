@@ -372,12 +372,24 @@ fn block_on<F: std::future::Future<Output = anyhow::Result<i32>>>(
 fn report(result: anyhow::Result<i32>) -> i32 {
     match result {
         Ok(code) => code,
+        // The reader went away (`rebench export … | head`): what it wanted
+        // it got; nothing to say, as other tools do.
+        Err(e) if closed_output(&e) => 0,
         Err(e) => {
             // Errors may quote a participant's text (a scorer's message).
             eprintln!("rebench: {}", print::printable(&format!("{e:#}")));
             1
         }
     }
+}
+
+/// Whether `e` is the output's reader having gone (a broken pipe).
+fn closed_output(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 fn serve(paths: DataPaths) -> i32 {
@@ -443,4 +455,19 @@ fn init_server_log(paths: &DataPaths) {
         .with_ansi(false)
         .with_writer(std::sync::Mutex::new(file))
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reader_that_went_away_is_not_an_error() {
+        let gone = anyhow::Error::from(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+            .context("writing the export");
+        assert!(closed_output(&gone));
+        assert_eq!(report(Err(gone)), 0);
+        let other = anyhow::Error::from(std::io::Error::from(std::io::ErrorKind::PermissionDenied));
+        assert!(!closed_output(&other));
+    }
 }

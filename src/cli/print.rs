@@ -320,7 +320,8 @@ fn sessions_table_raw(views: &[SessionView]) -> String {
             "{:<8} {:<16} {:<6} {:<18} {:<14} {:<24} {:>9} {:>9} {:>6} {:>7}\n",
             v.id,
             truncate(&v.participant, 16),
-            v.kind,
+            // as_str: Kind's Display writes without the column's padding.
+            v.kind.as_str(),
             truncate(&v.environment, 18),
             truncate(&placement(v), 14),
             truncate(&state_line(v), 24),
@@ -384,6 +385,47 @@ mod tests {
             "final": {"raw": 13.3, "normalized": 1.0}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn the_sessions_table_keeps_its_columns() {
+        let table = sessions_table_raw(&[view("running")]);
+        let mut lines = table.lines();
+        let header = lines.next().unwrap();
+        let row = lines.next().unwrap();
+        for (column, value) in [("KIND", "human"), ("ENVIRONMENT", "prefix-sum")] {
+            assert_eq!(header.find(column), row.find(value), "{column}:\n{table}");
+        }
+    }
+
+    #[test]
+    fn the_hardware_and_the_queue_are_shown() {
+        let mut v = view("queued");
+        v.waiting_for = Some("1 GPU (H100) (0 free)".into());
+        v.queue_position = Some(2);
+        assert_eq!(
+            queue_line(&v).unwrap(),
+            "queued: waiting for 1 GPU (H100) (0 free), 2nd in line; it starts by itself when the hardware is free"
+        );
+        let mut v = view("running");
+        assert_eq!(queue_line(&v), None);
+        v.grant = Some(crate::hardware::DeviceGrant {
+            host: "local".into(),
+            gpus: vec![crate::hardware::GrantedGpu {
+                index: 1,
+                uuid: "GPU-1".into(),
+                model: "H100".into(),
+            }],
+            cpus: vec![2, 3],
+            shared_cpus: false,
+            cpu_weight: 2,
+            memory_gb: 16.0,
+        });
+        v.gpu_isolation = "enforced".into();
+        assert_eq!(
+            hardware_line(&v).unwrap(),
+            "hardware: GPU 1 (H100), cores 2-3, 16 GB memory on local (gpu isolation: enforced)"
+        );
     }
 
     #[test]
