@@ -572,3 +572,50 @@ fn an_unprepared_environment_is_refused_with_the_command_to_run() {
             .exists()
     );
 }
+
+/// Every command's help is the short form and describes its arguments.
+#[test]
+fn help_describes_every_argument_briefly() {
+    let help = |args: &[&str]| {
+        let out = std::process::Command::new(BIN)
+            .args(args)
+            .arg("--help")
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let serve = help(&["serve"]);
+    assert!(
+        !serve.contains("REBENCH_ISOLATION") && serve.contains("REBENCH_BACKEND"),
+        "{serve}"
+    );
+    let env = help(&["env"]);
+    assert!(env.contains("prepare, add, calibrate, bench"), "{env}");
+    for command in [
+        "begin", "show", "events", "score", "pause", "resume", "extend", "note", "submit", "end",
+        "exec", "agent", "attach", "priority", "export",
+    ] {
+        let text = help(&[command]);
+        let described = text
+            .lines()
+            .any(|l| l.trim_start().starts_with("<SESSION>") && l.contains("The session's id"));
+        assert!(described, "{command}: {text}");
+    }
+    for (command, described) in [
+        (vec!["pause"], "What happened, in words"),
+        (vec!["extend"], "Why (recorded"),
+        (vec!["new"], "Who works in it"),
+        (vec!["export"], "inspect (an Inspect eval log"),
+    ] {
+        let text = help(&command);
+        assert!(text.contains(described), "{command:?}: {text}");
+    }
+    for command in ["export", "report"] {
+        let text = help(&[command]);
+        assert!(
+            !text.contains("see a summary with '-h'"),
+            "{command} prints clap's long help: {text}"
+        );
+    }
+}

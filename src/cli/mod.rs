@@ -35,7 +35,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the runner server in the foreground (other commands start it in the background).
-    /// `REBENCH_ISOLATION=bwrap` runs each session in a bubblewrap jail.
+    /// `REBENCH_BACKEND=local|bwrap|docker` picks where sessions run unless they ask.
     Serve,
     /// Internal: start a session process (its cgroup, a scrubbed environment, its jail).
     #[command(hide = true)]
@@ -69,7 +69,7 @@ pub enum Command {
     /// The machines sessions run on: every GPU (index, uuid, model, memory,
     /// the session holding it), CPU cores and memory free, sessions queued.
     Hosts,
-    /// Environments: list, show, validate, calibrate.
+    /// Environments: list, show, validate, prepare, add, calibrate, bench.
     #[command(subcommand)]
     Env(env_cmd::EnvCommand),
     /// Create a session (its starting solution is scored) and print its id.
@@ -83,9 +83,13 @@ pub enum Command {
         raw: bool,
     },
     /// Start a session's clock.
-    Begin { session: String },
+    Begin {
+        /// The session's id (as `new` printed it; `rebench sessions` lists them).
+        session: String,
+    },
     /// Reopen the workspace UI on a session; --raw (or --shell/--watch) attaches a bare shell, detach with Ctrl-\.
     Attach {
+        /// The session's id (as `new` printed it; `rebench sessions` lists them).
         session: String,
         /// A bare terminal attach instead of the workspace UI.
         #[arg(long)]
@@ -104,43 +108,66 @@ pub enum Command {
         watch: bool,
     },
     /// Show one session with its score log.
-    Show { session: String },
+    Show {
+        /// The session's id (as `new` printed it; `rebench sessions` lists them).
+        session: String,
+    },
     /// The session's full event log (JSON lines).
-    Events { session: String },
+    Events {
+        /// The session's id (as `new` printed it; `rebench sessions` lists them).
+        session: String,
+    },
     /// Take a score now.
-    Score { session: String },
+    Score {
+        /// The session's id (as `new` printed it; `rebench sessions` lists them).
+        session: String,
+    },
     /// Pause the clock and freeze the session's processes.
     Pause {
+        /// The session's id (as `new` printed it; `rebench sessions` lists them).
         session: String,
         /// break, proctor, technical_issue, api_outage
         #[arg(long)]
         reason: String,
+        /// What happened, in words (recorded with the pause).
         #[arg(long)]
         note: Option<String>,
     },
     /// Resume the clock and thaw the session's processes.
-    Resume { session: String },
+    Resume {
+        /// The session's id (as `new` printed it; `rebench sessions` lists them).
+        session: String,
+    },
     /// Extend the budget.
     Extend {
+        /// The session's id (as `new` printed it; `rebench sessions` lists them).
         session: String,
         /// A duration such as 30m or 1h30m; negative (-15m) takes time off,
         /// never below the time already used.
         #[arg(long = "by", value_name = "DURATION", allow_hyphen_values = true)]
         by: String,
+        /// Why (recorded with the change, shown to proctors).
         #[arg(long)]
         reason: String,
     },
     /// Add a note to the session log.
-    Note { session: String, text: Vec<String> },
+    Note {
+        /// The session's id (as `new` printed it; `rebench sessions` lists them).
+        session: String,
+        /// The note's text (words are joined with spaces).
+        text: Vec<String>,
+    },
     /// Move a queued session in the hardware queue: higher goes first
     /// (sessions of equal priority keep their order of arrival).
     Priority {
+        /// The session's id (as `new` printed it; `rebench sessions` lists them).
         session: String,
         #[arg(allow_negative_numbers = true)]
         priority: i32,
     },
     /// Submit: take the final score and end the session.
     Submit {
+        /// The session's id (as `new` printed it; `rebench sessions` lists them).
         session: String,
         /// The answer, for a task scored from it (a Task Standard family's `score`).
         #[arg(long, conflicts_with = "answer_file")]
@@ -151,6 +178,7 @@ pub enum Command {
     },
     /// End the session without a final score.
     End {
+        /// The session's id (as `new` printed it; `rebench sessions` lists them).
         session: String,
         /// ended_by_proctor (default) or abandoned
         #[arg(long)]
@@ -161,6 +189,7 @@ pub enum Command {
     },
     /// Run a command in the session (as an agent does); the exit code is propagated.
     Exec {
+        /// The session's id (as `new` printed it; `rebench sessions` lists them).
         session: String,
         /// Timeout, e.g. 60s (default 10m).
         #[arg(long)]
@@ -173,6 +202,7 @@ pub enum Command {
     },
     /// Run an agent scaffold with the session's socket and token in its environment.
     Agent {
+        /// The session's id (as `new` printed it; `rebench sessions` lists them).
         session: String,
         /// Also on a human session (whose participant would then share it).
         #[arg(long)]
@@ -180,7 +210,7 @@ pub enum Command {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
-    /// Export a session's recording (asciicast v2/v3) or its complete log (jsonl).
+    /// Export a session's recording (asciicast v2/v3), its complete log (jsonl) or an Inspect eval log (inspect).
     Export(crate::recording::ExportArgs),
     /// Replay a session or a recording file (asciicast v2/v3, rebench jsonl, `script`).
     Replay(crate::tui::replay::ReplayArgs),
@@ -207,6 +237,7 @@ pub struct NewArgs {
     /// Environment id (searched in ./environments, $REBENCH_ENVIRONMENTS, the config file's
     /// `environments`, <data-dir>/environments, beside the binary, the checkout it was built from) or folder.
     pub env: String,
+    /// Who works in it: the name the report and the proctor show.
     #[arg(long)]
     pub participant: String,
     /// human or agent

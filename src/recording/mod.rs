@@ -38,13 +38,17 @@ pub enum ExportFormat {
     AsciicastV2,
     AsciicastV3,
     Jsonl,
-    /// An Inspect eval log (`.eval`, a zip): see docs/inspect.md.
+    // An Inspect eval log (`.eval`, a zip): see docs/inspect.md. (No doc
+    // comment: a described value would switch `--help` to clap's long form.)
     Inspect,
 }
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ExportArgs {
+    /// The session's id (`rebench sessions` lists them).
     pub session: String,
+    /// asciicast-v2 or asciicast-v3 (one shell's terminal), jsonl (the
+    /// complete log) or inspect (an Inspect eval log, `.eval`: docs/inspect.md).
     #[arg(long)]
     pub format: ExportFormat,
     /// The shell to export (asciicast holds one terminal; default: the first). For jsonl: only this shell's chunks.

@@ -27,11 +27,13 @@ pub struct ReportOptions {
 /// How best-of-k is estimated from n runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Estimator {
-    /// RE-Bench's: the expected best of k runs drawn with replacement
-    /// (biased low for small n: a run can be drawn twice).
+    // Plain comments: described values would switch `report --help` to
+    // clap's long form (`--estimator` says what each is).
+    // RE-Bench's: the expected best of k runs drawn with replacement
+    // (biased low for small n: a run can be drawn twice).
     #[default]
     WithReplacement,
-    /// The mean best over every k-subset of the n runs (needs n >= k).
+    // The mean best over every k-subset of the n runs (needs n >= k).
     Unbiased,
 }
 
