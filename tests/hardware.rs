@@ -486,19 +486,32 @@ async fn timed_sessions_never_share_a_core() {
         "{}",
         String::from_utf8_lossy(&not_queued.stderr)
     );
+    // Ends a session, once the starting score taken at its grant is in
+    // (an end waits for a scoring run in progress: `busy`).
     let end = |session: String| {
         let server = &server;
         async move {
-            server
-                .admin()
-                .await
-                .call::<SessionView>(Request::End {
-                    session,
-                    reason: None,
-                    note: None,
-                })
-                .await
-                .unwrap();
+            for _ in 0..600 {
+                let ended = server
+                    .admin()
+                    .await
+                    .call::<SessionView>(Request::End {
+                        session: session.clone(),
+                        reason: None,
+                        note: None,
+                    })
+                    .await;
+                match ended {
+                    Err(e) if e.code() == Some(ErrorCode::Busy) => {
+                        tokio::time::sleep(Duration::from_millis(100)).await
+                    }
+                    other => {
+                        other.unwrap();
+                        return;
+                    }
+                }
+            }
+            panic!("{session} could not be ended");
         }
     };
     end(first.id.clone()).await;
