@@ -24,7 +24,8 @@ pub struct Groups {
     pub limits: Option<SessionLimits>,
 }
 
-/// A session's limit groups and where they were made (to remove them).
+/// A session's (or its scoring run's) limit groups and where they were
+/// made (to remove them).
 pub struct SessionLimits {
     pub root: LimitRoot,
     pub name: String,

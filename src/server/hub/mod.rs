@@ -113,6 +113,9 @@ pub struct Hub {
     pub base_env: Vec<(String, String)>,
     /// Where sessions' cgroups are made; None where the machine allows none.
     pub cgroups: Option<CgroupRoot>,
+    /// Where the cgroups that hold sessions to their grants are made (read
+    /// once, with `cgroups`); None where the machine has no controllers.
+    limit_root: Option<crate::sandbox::limits::LimitRoot>,
     /// Each campaign's runner: the connection that opened it (`campaigns`).
     pub campaign_runners: Mutex<HashMap<String, campaigns::Runner>>,
     /// Campaign runs whose session is being made right now.
@@ -156,6 +159,12 @@ impl Hub {
             }
             found
         };
+        let limit_root = cgroups.as_ref().and_then(|c| {
+            crate::sandbox::limits::LimitRoot::detect(
+                &crate::sandbox::cgroup::namespace_for(&paths.root),
+                c.unified_hierarchy(),
+            )
+        });
         Arc::new(Hub {
             store,
             clock,
@@ -168,6 +177,7 @@ impl Hub {
             exe,
             bin_dir,
             cgroups,
+            limit_root,
             base_env: crate::sandbox::environ::passed_from_here(),
             default_backend,
             keep_containers: std::env::var("REBENCH_KEEP_CONTAINERS").is_ok_and(|v| v == "1"),
@@ -370,12 +380,7 @@ impl Hub {
         session: &str,
         grant: &crate::hardware::DeviceGrant,
     ) -> anyhow::Result<Option<crate::sandbox::backend::SessionLimits>> {
-        let Some(root) = self.cgroups.as_ref().and_then(|c| {
-            crate::sandbox::limits::LimitRoot::detect(
-                &crate::sandbox::cgroup::namespace_for(&self.paths.root),
-                c.unified_hierarchy(),
-            )
-        }) else {
+        let Some(root) = self.limit_root.clone() else {
             return Ok(None);
         };
         // v2: the session's own group; v1: a group of that name in each controller.
@@ -1261,7 +1266,7 @@ impl Hub {
             cgroup: group.clone(),
             limits: scorer_limits
                 .as_ref()
-                .map(|(_, _, made)| made.join.clone())
+                .map(|l| l.join().to_vec())
                 .unwrap_or_default(),
             marker: scoring_marker(host),
         };
@@ -1300,8 +1305,8 @@ impl Hub {
                 group.remove();
             }
             procs::kill_all(&marker);
-            if let Some((root, name, _)) = scorer_limits {
-                root.remove(&name);
+            if let Some(limits) = scorer_limits {
+                limits.root.remove(&limits.name);
             }
         })
         .await;
@@ -1309,25 +1314,14 @@ impl Hub {
         entry
     }
 
-    /// The scoring run's hold on the session's cores: (where, its name,
-    /// what a process joins); None without a grant or controllers.
-    fn scorer_limits(
-        &self,
-        host: &Host,
-    ) -> Option<(
-        crate::sandbox::limits::LimitRoot,
-        String,
-        crate::sandbox::limits::LimitGroup,
-    )> {
+    /// The scoring run's hold on the session's cores; None without a
+    /// grant or controllers.
+    fn scorer_limits(&self, host: &Host) -> Option<crate::sandbox::backend::SessionLimits> {
         let grant = host.grant()?;
-        let cgroups = self.cgroups.as_ref()?;
-        let root = crate::sandbox::limits::LimitRoot::detect(
-            &crate::sandbox::cgroup::namespace_for(&self.paths.root),
-            cgroups.unified_hierarchy(),
-        )?;
+        let root = self.limit_root.clone()?;
         let name = scoring_group_name(host.id());
         match root.apply(&name, &crate::sandbox::limits::Limits::of_scorer(grant)) {
-            Ok(made) => Some((root, name, made)),
+            Ok(group) => Some(crate::sandbox::backend::SessionLimits { root, name, group }),
             Err(e) => {
                 tracing::warn!(session = %host.id(), "the scoring run is not held to the session's cores: {e:#}");
                 None
