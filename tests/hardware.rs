@@ -189,7 +189,14 @@ async fn gpus_are_owned(backend: &str) {
         return;
     };
     let (_env_dir, env) = one_gpu_env();
-    let mut server = gpus.server(backend, &[]);
+    // The operator's own choice of GPUs must not reach any session.
+    let mut server = gpus.server(
+        backend,
+        &[
+            ("CUDA_VISIBLE_DEVICES", "0,1"),
+            ("NVIDIA_VISIBLE_DEVICES", "all"),
+        ],
+    );
 
     let a = create(&server, &env, backend).await;
     let b = create(&server, &env, backend).await;
@@ -411,6 +418,31 @@ async fn cores_and_memory_hold(backend: &str) {
         .find(|n| n.text.starts_with("out of memory"))
         .unwrap();
     let state = noted.state;
+    // A process that detaches (`setsid env -i`, waited for here) is held
+    // all the same.
+    let detached = server
+        .exec(
+            &view.id,
+            "setsid --wait env -i /usr/bin/python3 -c 'x = bytearray(600 << 20); print(len(x))'",
+        )
+        .await;
+    assert_ne!(detached.exit_code, Some(0), "{detached:?}");
+    assert!(!detached.stdout.contains("629145600"), "{detached:?}");
+    if backend == "bwrap" {
+        // The cgroup tree is read-only in the jail: no session widens its
+        // own cores or memory.
+        let widened = server
+            .exec(
+                &view.id,
+                "n=0; for f in $(find /sys/fs/cgroup -path '*rebench*' \\( -name cpuset.cpus -o -name memory.limit_in_bytes -o -name memory.max \\) 2>/dev/null); do n=$((n+1)); echo 0-1000 > $f 2>/dev/null && echo WROTE $f; done; echo FOUND $n",
+            )
+            .await;
+        assert!(!widened.stdout.contains("WROTE"), "{widened:?}");
+        assert!(
+            !widened.stdout.contains("FOUND 0"),
+            "nothing tried: {widened:?}"
+        );
+    }
     assert_eq!(note.by, "rebench");
     assert!(note.text.contains("0.2 GB"), "{note:?}");
     assert_eq!(state, Phase::Running);
@@ -696,4 +728,33 @@ fn the_gpu_check_script_says_when_there_is_no_gpu() {
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{said}");
     assert!(said.contains("no NVIDIA GPU here"), "{said}");
+}
+
+/// A participant's token reaches neither the queue's order nor the
+/// machine's listing (other sessions' ids, who holds what).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_participant_cannot_move_up_the_queue_or_list_the_hosts() {
+    let Some(gpus) = FakeGpus::new("participant and the queue") else {
+        return;
+    };
+    let (_env_dir, env) = one_gpu_env();
+    let server = gpus.server("local", &[]);
+    create(&server, &env, "local").await;
+    create(&server, &env, "local").await;
+    let first = create(&server, &env, "local").await;
+    let second = create(&server, &env, "local").await;
+    assert_eq!(second.queue_position, Some(2));
+    let mut own = server.participant(&second.id).await;
+    let moved = own
+        .call::<SessionView>(Request::Prioritize {
+            session: second.id.clone(),
+            priority: 100,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(moved.code(), Some(ErrorCode::Forbidden), "{moved}");
+    let listed = own.call::<Vec<HostView>>(Request::Hosts).await.unwrap_err();
+    assert_eq!(listed.code(), Some(ErrorCode::Forbidden), "{listed}");
+    assert_eq!(server.show(&second.id).await.queue_position, Some(2));
+    assert_eq!(server.show(&first.id).await.queue_position, Some(1));
 }
